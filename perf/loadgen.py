@@ -1,0 +1,158 @@
+"""A lean closed-loop load generator: asyncio + httpx, streaming /v1/completions with token-id prompts.
+
+Kept small on purpose: on 2 cores a heavy client steals CPU from the server it measures."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import httpx
+import numpy as np
+
+
+@dataclass
+class RequestRecord:
+    start: float                     # time.perf_counter() when the request was sent
+    ttft_s: float | None = None      # to the first chunk that carries a token
+    itl_s: list[float] = field(default_factory=list)   # one gap per output token after the first
+    e2e_s: float | None = None       # to the end of the stream (or to the failure)
+    prompt_tokens: int | None = None  # usage.prompt_tokens as the server counted them
+    output_tokens: int = 0           # usage.completion_tokens, else the tokens counted in the stream
+    error: str | None = None
+    chunks: int = 0                  # token-bearing SSE chunks (== output_tokens unless the server batches)
+
+
+def request_body(model: str, prompt: list[int], output_tokens: int) -> dict:
+    return {
+        "model": model, "prompt": prompt, "max_tokens": output_tokens, "ignore_eos": True,
+        "temperature": 0, "stream": True, "stream_options": {"include_usage": True},
+        # vLLM extension: each chunk lists its token ids, so a chunk holding several tokens is counted right.
+        "return_token_ids": True,
+    }
+
+
+def make_client(concurrency: int, timeout_s: float = 600.0) -> httpx.AsyncClient:
+    # trust_env=False: never route 127.0.0.1 through an HTTP(S)_PROXY from the environment.
+    return httpx.AsyncClient(
+        limits=httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency),
+        timeout=httpx.Timeout(timeout_s, connect=30.0), trust_env=False)
+
+
+def _tokens_in(choice: dict) -> int:
+    ids = choice.get("token_ids")
+    if ids is not None:
+        return len(ids)
+    return 1 if (choice.get("text") or choice.get("finish_reason") is None) else 0
+
+
+async def one_request(client: httpx.AsyncClient, url: str, body: dict) -> RequestRecord:
+    rec = RequestRecord(start=time.perf_counter())
+    last = rec.start
+    counted, done = 0, False
+    try:
+        async with client.stream("POST", url, json=body) as resp:
+            if resp.status_code != 200:
+                text = (await resp.aread()).decode("utf-8", "replace")
+                rec.error = f"HTTP {resp.status_code}: {text[:300]}"
+                return rec
+            async for line in resp.aiter_lines():
+                if not line.startswith("data:"):
+                    continue
+                now = time.perf_counter()
+                data = line[5:].strip()
+                if data == "[DONE]":
+                    done = True
+                    break
+                chunk = json.loads(data)
+                if "error" in chunk:
+                    err = chunk["error"]
+                    rec.error = f"stream error: {err.get('message', err) if isinstance(err, dict) else err}"
+                    break
+                if chunk.get("usage"):
+                    rec.prompt_tokens = chunk["usage"].get("prompt_tokens")
+                    rec.output_tokens = chunk["usage"].get("completion_tokens", 0)
+                k = sum(_tokens_in(c) for c in chunk.get("choices") or [])
+                if k == 0:
+                    continue
+                rec.chunks += 1
+                if rec.ttft_s is None:
+                    rec.ttft_s = now - rec.start
+                    rec.itl_s += [0.0] * (k - 1)        # tokens delivered together with the first one
+                else:
+                    rec.itl_s += [(now - last) / k] * k  # spread a multi-token chunk's gap over its tokens
+                last = now
+                counted += k
+    except Exception as exc:   # a failed request is a data point, never a crash of the sweep
+        rec.error = f"{type(exc).__name__}: {exc}".rstrip(": ")
+    finally:
+        rec.e2e_s = time.perf_counter() - rec.start
+    if not rec.output_tokens:
+        rec.output_tokens = counted
+    if rec.error is None and not done:
+        rec.error = "stream ended before [DONE]"   # e.g. the server died mid-response
+    elif rec.error is None and counted == 0:
+        rec.error = "stream carried no tokens"
+    return rec
+
+
+async def run_closed_loop(completions_url: str, model: str, prompts: list[list[int]], output_tokens: int,
+                          concurrency: int, *, client: httpx.AsyncClient | None = None,
+                          on_done: Callable[[RequestRecord], None] | None = None) -> list[RequestRecord]:
+    """Send every prompt, keeping `concurrency` requests in flight; records come back in prompt order.
+
+    A worker sends its next request the moment its previous one ends (a closed loop)."""
+    own = client is None
+    client = client or make_client(concurrency)
+    records: list[RequestRecord | None] = [None] * len(prompts)
+    queue = iter(range(len(prompts)))   # shared by the workers; safe since asyncio is single-threaded
+
+    async def worker() -> None:
+        for i in queue:
+            rec = await one_request(client, completions_url, request_body(model, prompts[i], output_tokens))
+            records[i] = rec
+            if on_done:
+                on_done(rec)
+
+    try:
+        await asyncio.gather(*(worker() for _ in range(max(1, min(concurrency, len(prompts))))))
+    finally:
+        if own:
+            await client.aclose()
+    return [r for r in records if r is not None]
+
+
+def synthetic_prompts(tokenizer_path: str | Path, n: int, prompt_tokens: int, seed: int) -> list[list[int]]:
+    """n prompts of exactly prompt_tokens ids: the tokenizer's own special prefix/suffix (e.g. BOS), the
+    rest uniform random non-special vocabulary ids. Token-id prompts are sent as they are (vLLM adds no
+    BOS to them), so the server counts exactly prompt_tokens."""
+    from transformers import AutoTokenizer   # heavy import; only needed here
+
+    tok = AutoTokenizer.from_pretrained(str(tokenizer_path))
+    prefix, suffix = _special_wrapping(tok)
+    body_len = prompt_tokens - len(prefix) - len(suffix)
+    if body_len < 0:
+        return [(prefix + suffix)[:prompt_tokens] for _ in range(n)]
+    excluded = set(tok.all_special_ids) | set(getattr(tok, "added_tokens_decoder", {}) or {})
+    limit = len(tok)
+    config = Path(tokenizer_path) / "config.json"
+    if config.is_file():   # a tokenizer may list ids the model has no embedding for
+        limit = min(limit, json.loads(config.read_text()).get("vocab_size") or limit)
+    allowed = np.array([i for i in range(limit) if i not in excluded], dtype=np.int64)
+    body = np.random.default_rng(seed).choice(allowed, size=(n, body_len))
+    return [prefix + row.tolist() + suffix for row in body]
+
+
+def _special_wrapping(tok) -> tuple[list[int], list[int]]:
+    """The ids the tokenizer puts before and after a text when it adds special tokens."""
+    probe = "hello world 123"
+    plain = tok(probe, add_special_tokens=False)["input_ids"]
+    full = tok(probe)["input_ids"]
+    for i in range(len(full) - len(plain) + 1):
+        if full[i:i + len(plain)] == plain:
+            return full[:i], full[i + len(plain):]
+    return [], []

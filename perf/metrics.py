@@ -1,0 +1,56 @@
+"""Latency/throughput statistics over request records. Pure functions."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, is_dataclass
+from typing import Any, Iterable, Mapping
+
+import numpy as np
+
+PERCENTILES = (50, 90, 99)
+
+
+def _as_dict(record: Any) -> Mapping[str, Any]:
+    return asdict(record) if is_dataclass(record) else record
+
+
+def stats_ms(values_s: Iterable[float]) -> dict[str, float | None]:
+    """mean/p50/p90/p99 in milliseconds (numpy's "linear" percentiles); None everywhere when empty."""
+    arr = np.asarray(list(values_s), dtype=float) * 1000.0
+    if arr.size == 0:
+        return {"mean": None, **{f"p{p}": None for p in PERCENTILES}}
+    out = {"mean": float(arr.mean())}
+    for p in PERCENTILES:
+        out[f"p{p}"] = float(np.percentile(arr, p, method="linear"))
+    return out
+
+
+def tpot_s(record: Mapping[str, Any]) -> float | None:
+    """Time per output token after the first: (e2e - ttft) / (output_tokens - 1)."""
+    n, ttft, e2e = record["output_tokens"], record["ttft_s"], record["e2e_s"]
+    if n is None or n < 2 or ttft is None or e2e is None:
+        return None
+    return (e2e - ttft) / (n - 1)
+
+
+def summarize(records: Iterable[Any], wall_s: float) -> dict[str, Any]:
+    """Statistics of one closed-loop run. Latencies use successful requests only; throughputs divide
+    their tokens by the wall time of the whole run. Records may be RequestRecords or their dicts."""
+    recs = [_as_dict(r) for r in records]
+    ok = [r for r in recs if r["error"] is None]
+    errors = [r["error"] for r in recs if r["error"] is not None]
+    tpots = [t for t in map(tpot_s, ok) if t is not None]
+    wall = wall_s if wall_s > 0 else float("nan")
+    return {
+        "n": len(recs),
+        "errors": len(errors),
+        "first_error": errors[0] if errors else None,
+        "wall_s": wall_s,
+        "requests_per_s": len(ok) / wall,
+        "output_tokens_per_s": sum(r["output_tokens"] or 0 for r in ok) / wall,
+        "input_tokens_per_s": sum(r["prompt_tokens"] or 0 for r in ok) / wall,
+        "ttft_ms": stats_ms(r["ttft_s"] for r in ok if r["ttft_s"] is not None),
+        "tpot_ms": stats_ms(tpots),
+        "itl_ms": stats_ms(g for r in ok for g in r["itl_s"]),
+        "e2e_ms": stats_ms(r["e2e_s"] for r in ok if r["e2e_s"] is not None),
+    }

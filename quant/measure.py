@@ -1,0 +1,126 @@
+"""Measure one variant: accuracy per task and perf per workload, through the engine or in-process."""
+
+from __future__ import annotations
+
+import shutil
+import time
+from pathlib import Path
+
+from evals.runner import evaluate_task
+
+STAGE_EVAL, STAGE_PERF = "evals", "perf"
+
+
+def _copy_artifact(src: Path, dst: Path) -> None:
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(src, dst)
+
+
+def _collect_eval(ctx, key: str, task: str, record: dict, vdir: Path, backend: str) -> None:
+    summary = ctx.cache.load_json(STAGE_EVAL, key)
+    primary = summary["primary"]
+    record["accuracy"][task] = {"metric": primary, **summary[primary], "backend": backend,
+                                "metrics": {m: v for m, v in summary.items() if m != "primary"}}
+    _copy_artifact(ctx.cache.path(STAGE_EVAL, key) / "samples.jsonl", vdir / "evals" / f"{task}.jsonl")
+
+
+def _collect_perf(ctx, key: str, name: str, record: dict, vdir: Path) -> None:
+    result = ctx.cache.load_json(STAGE_PERF, key)
+    record["perf"][name] = result
+    if result.get("server_rss_bytes"):
+        record["memory"]["server_rss_bytes"] = max(record["memory"].get("server_rss_bytes", 0),
+                                                   result["server_rss_bytes"])
+    _copy_artifact(ctx.cache.path(STAGE_PERF, key) / "records.jsonl", vdir / "perf" / f"{name}.jsonl")
+
+
+def _run_eval(ctx, lm, task, key: str, n_hint: int) -> None:
+    with ctx.reporter.bar(f"  eval {task.name}", total=task.limit or n_hint) as advance:
+        if hasattr(lm, "progress"):
+            lm.progress = advance
+        started = time.time()
+        summary, samples = evaluate_task(lm, task.name, limit=task.limit)
+    summary["eval_seconds"] = round(time.time() - started, 2)
+    ctx.cache.save_json(STAGE_EVAL, key, summary, extra={"samples.jsonl": samples})
+    primary = summary["primary"]
+    ctx.reporter.log(f"  {task.name}: {primary} {summary[primary]['value']:.3f} "
+                     f"(n={summary[primary]['n']}, {summary['eval_seconds']:.1f}s)")
+
+
+def measure_served(ctx, variant, checkpoint: Path, ckpt_key: str, record: dict, vdir: Path) -> str | None:
+    """Evals and perf through a live server. Returns the engine's reason if it cannot serve the variant."""
+    from evals.backends.served import ServedLM
+    from perf.engines.vllm import EngineStartError, VLLMServer
+    from perf.run import run_workload
+    from quant.sweep import perf_key, task_key
+
+    engine_args = {**ctx.recipe.engine.args, **variant.engine_args}
+    eval_keys = {t.name: task_key(ctx, t.name, t.limit, ckpt_key, "served") for t in ctx.recipe.tasks}
+    perf_keys = {w.name: perf_key(ctx, w, ckpt_key, engine_args) for w in ctx.recipe.perf.workloads}
+    todo_tasks = [t for t in ctx.recipe.tasks if not ctx.cache.has(STAGE_EVAL, eval_keys[t.name])]
+    todo_perf = [w for w in ctx.recipe.perf.workloads if not ctx.cache.has(STAGE_PERF, perf_keys[w.name])]
+    if todo_tasks or todo_perf:
+        ctx.reporter.log(f"  starting {ctx.recipe.engine.kind} on 127.0.0.1 …")
+        started = time.time()
+        try:
+            with VLLMServer(checkpoint, python=ctx.engine_python, served_name=variant.name, args=engine_args,
+                            env=ctx.recipe.engine.env, startup_timeout_s=ctx.recipe.engine.startup_timeout_s,
+                            log_path=vdir / "server.log", dtype=ctx.recipe.engine.dtype) as server:
+                record["serve_command"] = server.command
+                ctx.reporter.log(f"  server ready in {time.time() - started:.0f}s (pid {server.pid})")
+                lm = ServedLM(server.completions_url, variant.name, concurrency=ctx.recipe.eval_concurrency)
+                for task in todo_tasks:
+                    _run_eval(ctx, lm, task, eval_keys[task.name], n_hint=_task_size(task.name))
+                for workload in todo_perf:
+                    levels = ", ".join(map(str, workload.concurrency))
+                    total = sum(_requests_at(workload, c) + workload.warmup_requests for c in workload.concurrency)
+                    with ctx.reporter.bar(f"  perf {workload.name} (concurrency {levels})", total) as advance:
+                        result = run_workload(server, variant.name, checkpoint, workload,
+                                              progress=lambda done, _total: advance(1))
+                    records = [{"concurrency": c, **r} for c, rs in result.pop("records").items() for r in rs]
+                    ctx.cache.save_json(STAGE_PERF, perf_keys[workload.name], result,
+                                        extra={"records.jsonl": records})
+                    _log_perf(ctx, workload.name, result)
+        except EngineStartError as exc:
+            return exc.reason
+    else:
+        ctx.reporter.log("  evals and perf: cached")
+    for name, key in eval_keys.items():
+        _collect_eval(ctx, key, name, record, vdir, "served")
+    for name, key in perf_keys.items():
+        _collect_perf(ctx, key, name, record, vdir)
+    return None
+
+
+def measure_inprocess(ctx, checkpoint: Path, ckpt_key: str, record: dict, vdir: Path) -> None:
+    from evals.backends.inprocess import inprocess_lm
+    from quant.sweep import StageError, task_key
+
+    keys = {t.name: task_key(ctx, t.name, t.limit, ckpt_key, "inprocess") for t in ctx.recipe.tasks}
+    todo = [t for t in ctx.recipe.tasks if not ctx.cache.has(STAGE_EVAL, keys[t.name])]
+    if todo:
+        try:
+            lm = inprocess_lm(checkpoint)
+        except Exception as exc:  # noqa: BLE001 - any loader failure is this variant's reason
+            raise StageError(f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}") from None
+        for task in todo:
+            _run_eval(ctx, lm, task, keys[task.name], n_hint=_task_size(task.name))
+    for name, key in keys.items():
+        _collect_eval(ctx, key, name, record, vdir, "inprocess")
+
+
+def _requests_at(workload, concurrency: int) -> int:
+    return workload.requests_per_level or max(16, 8 * concurrency)
+
+
+def _task_size(task: str) -> int:
+    from evals.registry import TASKS_DIR
+    data = TASKS_DIR / task / "test.jsonl"
+    return sum(1 for _ in data.open()) if data.exists() else 0
+
+
+def _log_perf(ctx, name: str, result: dict) -> None:
+    for p in result["points"]:
+        ctx.reporter.log(f"  {name} c={p['concurrency']}: {p['output_tokens_per_s']:.0f} out tok/s, "
+                         f"{p['requests_per_s']:.1f} req/s, TTFT p99 {p['ttft_ms']['p99']:.0f} ms, "
+                         f"TPOT p99 {p['tpot_ms']['p99']:.1f} ms")
+

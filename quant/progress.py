@@ -1,0 +1,36 @@
+"""What a sweep shows while it runs: one line per stage event, and a bar for request-heavy work."""
+
+from __future__ import annotations
+
+import sys
+import time
+from contextlib import contextmanager
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+
+class Reporter:
+    def __init__(self, quiet: bool = False) -> None:
+        self.console = Console(file=sys.stderr, highlight=False)
+        self.quiet = quiet
+        self.t0 = time.time()
+
+    def log(self, message: str, style: str | None = None) -> None:
+        if not self.quiet:
+            elapsed = time.time() - self.t0
+            self.console.print(f"[dim]{elapsed:7.1f}s[/dim] {message}", style=style)
+
+    @contextmanager
+    def bar(self, description: str, total: int):
+        """Yields advance(n=1); a no-op when quiet or when the console is not a terminal."""
+        if self.quiet or not self.console.is_terminal:
+            start = time.time()
+            yield lambda n=1: None
+            self.log(f"{description}: {total} done in {time.time() - start:.1f}s")
+            return
+        columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+        with Progress(*columns, console=self.console, transient=True) as progress:
+            task = progress.add_task(description, total=total)
+            yield lambda n=1: progress.advance(task, n)
+        self.log(f"{description}: {total} done")

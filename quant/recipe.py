@@ -1,0 +1,204 @@
+"""The recipe: one YAML file that drives a sweep. Typed here, validated before any work starts."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+
+class RecipeError(Exception):
+    """A recipe that cannot be used; the message names the field (and line) at fault."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class WeightSpec(_Strict):
+    """A custom weight quantization (for what the preset schemes do not name, e.g. 2-bit)."""
+    num_bits: int = Field(ge=1, le=8)
+    symmetric: bool = True
+    strategy: Literal["channel", "group", "tensor"] = "group"
+    group_size: int | None = 128
+    type: Literal["int", "float"] = "int"
+
+
+class Variant(_Strict):
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+    baseline: bool = False
+    description: str = ""
+    # Quantization: none of scheme/weights/recipe -> the model as it is (the 16-bit baseline).
+    scheme: str | None = None          # llmcompressor preset: W4A16, W4A16_ASYM, W8A8, FP8_DYNAMIC, ...
+    weights: WeightSpec | None = None  # custom weight-only scheme
+    algorithm: Literal["rtn", "gptq", "awq"] = "rtn"
+    smoothquant: float | None = Field(default=None, gt=0, lt=1)
+    ignore: list[str] = Field(default_factory=lambda: ["lm_head"])  # modules kept in 16-bit
+    recipe: str | None = None          # a verbatim llmcompressor recipe: a file path or inline YAML
+    checkpoint: str | None = None      # an already-quantized checkpoint: served as it is
+    engine_args: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _one_source(self) -> "Variant":
+        sources = [s for s in ("scheme", "weights", "recipe", "checkpoint") if getattr(self, s) is not None]
+        if len(sources) > 1:
+            raise ValueError(f"give only one of {', '.join(sources)}")
+        if self.baseline and sources:
+            raise ValueError("the baseline is the unquantized model: drop " + sources[0])
+        if self.algorithm == "awq" and self.scheme and not self.scheme.startswith("W4A16"):
+            raise ValueError(f"algorithm awq needs a W4A16 scheme, not {self.scheme}")
+        return self
+
+    @property
+    def quantized(self) -> bool:
+        return any(getattr(self, s) is not None for s in ("scheme", "weights", "recipe", "checkpoint"))
+
+
+class Calibration(_Strict):
+    source: str = "demo"               # "demo" (the demo generators) or a JSONL file with a "text" field
+    num_samples: int = Field(default=128, ge=1)
+    max_seq_length: int = Field(default=256, ge=16)
+    seed: int = 0
+
+
+class Engine(_Strict):
+    kind: Literal["vllm"] = "vllm"
+    python: str | None = None          # the engine environment's python; else $QUANT_ENGINE_PYTHON, else .venv-serve
+    args: dict[str, Any] = Field(default_factory=dict)  # extra server flags, e.g. {max_model_len: 512}
+    env: dict[str, str] = Field(default_factory=dict)
+    startup_timeout_s: float = Field(default=600, gt=0)
+    dtype: str = "bfloat16"
+
+
+class Task(_Strict):
+    name: str
+    limit: int | None = Field(default=None, ge=1)   # evaluate only the first N items
+
+
+class Workload(_Strict):
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+    prompt_tokens: int = Field(default=128, ge=1)
+    output_tokens: int = Field(default=64, ge=1)
+    concurrency: list[int] = Field(default_factory=lambda: [1, 4, 16])
+    requests_per_level: int | None = Field(default=None, ge=1)  # default: max(16, 8 x concurrency)
+    warmup_requests: int = Field(default=4, ge=0)
+
+    @field_validator("concurrency")
+    @classmethod
+    def _positive(cls, v: list[int]) -> list[int]:
+        if not v or any(c < 1 for c in v):
+            raise ValueError("concurrency levels must be a non-empty list of integers >= 1")
+        return v
+
+
+class Perf(_Strict):
+    workloads: list[Workload] = Field(default_factory=lambda: [Workload(name="fixed-128-64")])
+
+
+class Gates(_Strict):
+    max_drop: float = Field(default=0.05, ge=0, le=1)   # absolute accuracy (fraction) a task may lose
+    per_task: dict[str, float] = Field(default_factory=dict)
+
+    def max_drop_for(self, task: str) -> float:
+        return self.per_task.get(task, self.max_drop)
+
+
+class Recipe(_Strict):
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+    model: str                         # "demo", a local path or a hub id
+    engine: Engine = Field(default_factory=Engine)
+    calibration: Calibration = Field(default_factory=Calibration)
+    variants: list[Variant]
+    tasks: list[Task]
+    perf: Perf = Field(default_factory=Perf)
+    gates: Gates = Field(default_factory=Gates)
+    eval_concurrency: int = Field(default=32, ge=1)
+
+    @field_validator("tasks", mode="before")
+    @classmethod
+    def _task_shorthand(cls, v: Any) -> Any:
+        return [{"name": t} if isinstance(t, str) else t for t in v] if isinstance(v, list) else v
+
+    @model_validator(mode="after")
+    def _check(self) -> "Recipe":
+        names = [v.name for v in self.variants]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"variants: duplicate names {dupes}")
+        baselines = [v.name for v in self.variants if v.baseline]
+        if len(baselines) != 1:
+            raise ValueError(f"variants: exactly one variant needs `baseline: true` (found {len(baselines)})")
+        if not self.tasks:
+            raise ValueError("tasks: name at least one task")
+        return self
+
+    @property
+    def baseline(self) -> Variant:
+        return next(v for v in self.variants if v.baseline)
+
+    def variant(self, name: str) -> Variant:
+        for v in self.variants:
+            if v.name == name:
+                return v
+        raise KeyError(f"no variant {name!r} in recipe {self.name!r}; have {[v.name for v in self.variants]}")
+
+
+def _line_of(text: str, loc: tuple) -> int | None:
+    """Best-effort line number of a validation error location, found by walking the YAML node tree."""
+    try:
+        node = yaml.compose(text)
+    except yaml.YAMLError:
+        return None
+    for key in loc:
+        if isinstance(node, yaml.MappingNode):
+            match = [v for k, v in node.value if k.value == key]
+            if not match:
+                break
+            node = match[0]
+        elif isinstance(node, yaml.SequenceNode) and isinstance(key, int) and key < len(node.value):
+            node = node.value[key]
+        else:
+            break
+    return node.start_mark.line + 1 if node is not None else None
+
+
+def _format(err: ValidationError, text: str, source: str) -> str:
+    e = err.errors()[0]
+    loc = tuple(p for p in e["loc"] if not (isinstance(p, str) and p.startswith("function-")))
+    field = ".".join(str(p) for p in loc) or "(recipe)"
+    line = _line_of(text, loc)
+    where = f"{source}:{line}" if line else source
+    msg = e["msg"].removeprefix("Value error, ")
+    if e["type"] == "extra_forbidden":
+        msg = "unknown field"
+    more = f" (and {len(err.errors()) - 1} more)" if len(err.errors()) > 1 else ""
+    return f"{where}: {field}: {msg}{more}"
+
+
+def parse_recipe(text: str, source: str = "<recipe>") -> Recipe:
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{source}:{mark.line + 1}" if mark else source
+        raise RecipeError(f"{where}: not valid YAML: {getattr(exc, 'problem', exc)}") from None
+    if not isinstance(data, dict):
+        raise RecipeError(f"{source}: a recipe is a YAML mapping with name, model, variants and tasks")
+    try:
+        return Recipe.model_validate(data)
+    except ValidationError as err:
+        raise RecipeError(_format(err, text, source)) from None
+
+
+def load_recipe(path: str | Path) -> Recipe:
+    path = Path(path)
+    if not path.is_file():
+        raise RecipeError(f"{path}: no such recipe file")
+    return parse_recipe(path.read_text(), str(path))
+
+
+def slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-")

@@ -1,0 +1,208 @@
+"""`quant sweep`: recipe -> variants -> served evals and perf -> results.json and reports.
+
+Each stage output lives in the content-addressed cache, so a re-run (or a run after a crash) redoes only
+what is missing. A variant that fails is recorded with its reason and the sweep goes on.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from evals.registry import TASKS_DIR
+from quant.hashing import digest, tree_digest, versions
+from quant.models import resolve_model
+from quant.progress import Reporter
+from quant.recipe import Recipe, Variant
+from quant.store import Cache, read_json, write_json, write_jsonl
+
+QUANT_LIBS = ("torch", "llmcompressor", "compressed-tensors", "transformers")
+
+
+class StageError(Exception):
+    """A stage failed for this variant; the message is the reason recorded in results.json."""
+
+
+@dataclass
+class Context:
+    recipe: Recipe
+    recipe_path: Path | None
+    out: Path
+    cache: Cache
+    model_dir: Path
+    model_key: str
+    engine_python: str
+    engine_version: str | None
+    reporter: Reporter
+    retry_failed: bool = False
+
+    @property
+    def engine_key(self) -> str:
+        e = self.recipe.engine
+        return digest(e.kind, e.args, e.env, e.dtype, self.engine_version)
+
+
+def run_sweep(recipe: Recipe, out: Path, recipe_path: Path | None = None, cache_dir: Path | None = None,
+              reporter: Reporter | None = None, only: list[str] | None = None, retry_failed: bool = False) -> dict:
+    from perf.engines.vllm import engine_version, resolve_engine_python
+
+    reporter = reporter or Reporter()
+    out = Path(out)
+    model_dir = resolve_model(recipe.model, recipe_path.parent if recipe_path else None)
+    engine_python = resolve_engine_python(recipe.engine.python)
+    ctx = Context(recipe=recipe, recipe_path=recipe_path, out=out, cache=Cache(cache_dir or out.parent / ".cache"),
+                  model_dir=model_dir, model_key=tree_digest(model_dir), engine_python=engine_python,
+                  engine_version=engine_version(engine_python), reporter=reporter, retry_failed=retry_failed)
+    reporter.log(f"sweep [bold]{recipe.name}[/bold]: model {model_dir} · {len(recipe.variants)} variants · "
+                 f"tasks {', '.join(t.name for t in recipe.tasks)} · engine {recipe.engine.kind} {ctx.engine_version}")
+    results = _load_previous(out, recipe)
+    for variant in recipe.variants:
+        if only and variant.name not in only:
+            continue
+        reporter.log(f"[bold cyan]{variant.name}[/bold cyan]")
+        results["variants"][variant.name] = run_variant(ctx, variant)
+        _save(out, results)
+        status = results["variants"][variant.name]["status"]
+        reporter.log(f"{variant.name}: {status}" + (f" — {results['variants'][variant.name]['reason']}"
+                                                   if status != "ok" else ""),
+                     style=None if status == "ok" else "yellow")
+    results["finished"] = _now()
+    _save(out, results)
+    from reports.render import render_all
+    written = render_all(out, results)
+    reporter.log(f"wrote {', '.join(str(p) for p in written)}")
+    return results
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def _load_previous(out: Path, recipe: Recipe) -> dict:
+    results = {"recipe_name": recipe.name, "recipe": recipe.model_dump(mode="json"),
+               "recipe_hash": digest(recipe.model_dump(mode="json")), "model": recipe.model,
+               "baseline": recipe.baseline.name, "started": _now(), "variants": {}}
+    previous = out / "results.json"
+    if previous.exists():
+        try:
+            old = read_json(previous)
+            if old.get("recipe_name") == recipe.name:  # keep variants this run does not redo (--only)
+                results["variants"] = {k: v for k, v in old.get("variants", {}).items()
+                                       if k in {v.name for v in recipe.variants}}
+        except (OSError, json.JSONDecodeError):
+            pass
+    return results
+
+
+def _save(out: Path, results: dict) -> None:
+    ordered = {**results, "variants": dict(results["variants"])}
+    write_json(out / "results.json", ordered)
+
+
+# --- one variant -------------------------------------------------------------------------------------
+
+def run_variant(ctx: Context, variant: Variant) -> dict:
+    record: dict = {"name": variant.name, "baseline": variant.baseline, "status": "ok", "reason": None,
+                    "description": variant.description, "accuracy": {}, "perf": {}, "memory": {}}
+    try:
+        checkpoint, ckpt_key, manifest = ensure_checkpoint(ctx, variant)
+    except StageError as exc:
+        return {**record, "status": "failed", "reason": f"quantization: {exc}"}
+    size = sum(p.stat().st_size for p in checkpoint.rglob("*") if p.is_file() and p.suffix == ".safetensors")
+    record.update(checkpoint=str(checkpoint), checkpoint_key=ckpt_key, size_bytes=size, manifest=manifest)
+    record["memory"]["weights_bytes"] = size
+    vdir = ctx.out / "variants" / variant.name
+    measure_variant(ctx, variant, checkpoint, ckpt_key, record, vdir)
+    return record
+
+
+def ensure_checkpoint(ctx: Context, variant: Variant) -> tuple[Path, str, dict]:
+    if variant.checkpoint:
+        path = Path(variant.checkpoint).expanduser()
+        if not path.is_dir():
+            raise StageError(f"checkpoint {path} does not exist")
+        return path.resolve(), tree_digest(path), {"source": "existing checkpoint"}
+    if not variant.quantized:
+        return ctx.model_dir, ctx.model_key, {"source": "original model", "scheme": "bf16"}
+    quant_fields = variant.model_dump(mode="json", exclude={"name", "description", "engine_args", "baseline"})
+    key = digest("checkpoint", ctx.model_key, quant_fields, ctx.recipe.calibration.model_dump(mode="json"),
+                 versions(*QUANT_LIBS))
+    if ctx.cache.has("checkpoints", key):
+        ctx.reporter.log(f"  checkpoint: cached ({key})")
+    else:
+        ctx.reporter.log(f"  quantizing with llmcompressor ({_describe(variant)}) …")
+        build = ctx.cache.staging("checkpoints", key)
+        proc = subprocess.run(
+            [sys.executable, "-m", "quantize", "--model", str(ctx.model_dir),
+             "--variant-json", variant.model_dump_json(), "--calibration-json",
+             ctx.recipe.calibration.model_dump_json(), "--out", str(build / "model")],
+            capture_output=True, text=True)
+        log_path = ctx.out / "variants" / variant.name / "quantize.log"
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        log_path.write_text(proc.stdout + proc.stderr)
+        if proc.returncode != 0:
+            raise StageError(_last_error(proc.stderr) or f"exit code {proc.returncode} (see {log_path})")
+        ctx.cache.commit("checkpoints", key, build)
+    path = ctx.cache.path("checkpoints", key) / "model"
+    manifest_path = path / "quant_manifest.json"
+    manifest = read_json(manifest_path) if manifest_path.exists() else {}
+    if "quantization_seconds" in manifest:
+        ctx.reporter.log(f"  checkpoint ready (quantized in {manifest['quantization_seconds']:.1f}s)")
+    return path, key, manifest
+
+
+def _describe(variant: Variant) -> str:
+    if variant.recipe:
+        return "verbatim llmcompressor recipe"
+    scheme = variant.scheme or f"W{variant.weights.num_bits}A16 custom"
+    extra = f" + SmoothQuant {variant.smoothquant}" if variant.smoothquant else ""
+    return f"{scheme}, {variant.algorithm.upper()}{extra}, 16-bit: {', '.join(variant.ignore) or 'none'}"
+
+
+def _last_error(stderr: str) -> str | None:
+    lines = [line.strip() for line in stderr.strip().splitlines() if line.strip()]
+    for line in reversed(lines):
+        if line.startswith("QUANTIZE-ERROR:"):
+            return line.removeprefix("QUANTIZE-ERROR:").strip()
+    return lines[-1][:300] if lines else None
+
+
+def task_key(ctx: Context, task_name: str, limit: int | None, ckpt_key: str, backend: str) -> str:
+    task_dir = TASKS_DIR / task_name
+    task_src = tree_digest(task_dir) if task_dir.is_dir() else task_name
+    engine = ctx.engine_key if backend == "served" else digest(versions("transformers", "compressed-tensors"))
+    return digest("eval", ckpt_key, task_name, task_src, limit, backend, engine, versions("lm_eval"))
+
+
+def perf_key(ctx: Context, workload, ckpt_key: str, engine_args: dict) -> str:
+    return digest("perf", ckpt_key, workload.model_dump(mode="json"), ctx.engine_key, engine_args)
+
+
+def measure_variant(ctx: Context, variant: Variant, checkpoint: Path, ckpt_key: str, record: dict,
+                    vdir: Path) -> None:
+    from quant.measure import measure_inprocess, measure_served
+
+    serve_failure_key = digest("serve-failure", ckpt_key, ctx.engine_key, variant.engine_args)
+    failed_before = ctx.cache.has("serve-failures", serve_failure_key) and not ctx.retry_failed
+    if failed_before:
+        reason = ctx.cache.load_json("serve-failures", serve_failure_key)["reason"]
+        ctx.reporter.log(f"  engine rejected this variant before (cached): {reason}")
+    else:
+        reason = measure_served(ctx, variant, checkpoint, ckpt_key, record, vdir)
+        if reason:
+            ctx.cache.save_json("serve-failures", serve_failure_key, {"reason": reason})
+    if reason:
+        record.update(status="unsupported", reason=f"engine: {reason}", served=False,
+                      eval_backend="inprocess")
+        ctx.reporter.log("  measuring accuracy in-process (transformers) instead; no perf numbers")
+        try:
+            measure_inprocess(ctx, checkpoint, ckpt_key, record, vdir)
+        except StageError as exc:
+            record.update(status="failed", reason=f"{record['reason']}; in-process eval: {exc}")
+    else:
+        record.update(served=True, eval_backend="served")
+    write_jsonl(vdir / "accuracy.jsonl", [{"task": t, **a} for t, a in record["accuracy"].items()])

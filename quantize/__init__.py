@@ -1,0 +1,84 @@
+"""The quantize stage: one Variant of a model -> a compressed-tensors checkpoint plus quant_manifest.json.
+
+In-process API: quantize_variant(). The sweep should go through quantize_in_subprocess() (or
+`python -m quantize`) so a crash inside the quantization libraries cannot take the sweep down.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+from quant.recipe import Calibration, Variant
+from quantize.calibration import calibration_texts, texts_sha256
+from quantize.manifest import MANIFEST_NAME, checkpoint_facts, library_versions, write_manifest
+from quantize.runner import QuantizeError, quantize_in_subprocess
+
+__all__ = ["quantize_variant", "quantize_in_subprocess", "QuantizeError", "MANIFEST_NAME"]
+
+
+def quantize_variant(model_dir: Path, variant: Variant, calibration: Calibration, out_dir: Path,
+                     backend: str | None = None) -> dict[str, Any]:
+    """Quantize model_dir as `variant` into out_dir (replaced atomically); return the manifest."""
+    from quantize.backends import DEFAULT_BACKEND, get_backend
+
+    model_dir, out_dir = Path(model_dir), Path(out_dir)
+    if not (model_dir / "config.json").is_file():
+        raise FileNotFoundError(f"{model_dir}: not a model directory (no config.json)")
+    if variant.checkpoint is not None or not variant.quantized:
+        raise ValueError(f"variant {variant.name}: nothing to quantize (baseline or ready-made checkpoint)")
+    impl = get_backend(backend or DEFAULT_BACKEND)
+
+    texts = calibration_texts(calibration) if impl.needs_calibration(variant) else None
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out_dir.parent / f".{out_dir.name}.tmp-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        start = time.perf_counter()
+        info = impl.quantize(model_dir, variant, texts, calibration, tmp)
+        wall = time.perf_counter() - start
+        manifest = {
+            "variant": variant.name,
+            "source_model": str(model_dir.resolve()),
+            "scheme": variant.scheme,
+            "weights": variant.weights.model_dump() if variant.weights else None,
+            "recipe_source": variant.recipe,
+            "algorithm": None if variant.recipe is not None else variant.algorithm,
+            "smoothquant": variant.smoothquant,
+            "ignore": list(variant.ignore),
+            **checkpoint_facts(tmp),
+            **info,
+            "versions": library_versions(),
+            "quantize_seconds": round(wall, 3),
+            "calibration": _calibration_record(calibration, texts),
+        }
+        write_manifest(tmp, manifest)
+        _replace_dir(tmp, out_dir)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return manifest
+
+
+def _calibration_record(calibration: Calibration, texts: list[str] | None) -> dict[str, Any] | None:
+    if texts is None:
+        return None  # data-free (RTN weights, dynamic activations): no calibration set was used
+    return {"source": calibration.source, "num_samples": len(texts), "requested_samples": calibration.num_samples,
+            "max_seq_length": calibration.max_seq_length, "seed": calibration.seed,
+            "texts_sha256": texts_sha256(texts)}
+
+
+def _replace_dir(src: Path, dst: Path) -> None:
+    """Move src onto dst. os.replace cannot replace a non-empty directory, so an old dst is first
+    renamed aside; readers see either the old or the new checkpoint, never a half-written one."""
+    if not dst.exists():
+        os.replace(src, dst)
+        return
+    old = dst.parent / f".{dst.name}.old-{os.getpid()}"
+    shutil.rmtree(old, ignore_errors=True)
+    os.replace(dst, old)
+    os.replace(src, dst)
+    shutil.rmtree(old, ignore_errors=True)
+

@@ -1,0 +1,23 @@
+"""Quantization backends by name. Each is a module with:
+
+    NAME: str
+    needs_calibration(variant: Variant) -> bool
+    quantize(model_dir: Path, variant: Variant, texts: list[str] | None, calibration: Calibration,
+             out_dir: Path) -> dict   # writes model + tokenizer into out_dir; returns backend facts
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+from quantize.backends import llmcompressor
+
+BACKENDS: dict[str, ModuleType] = {llmcompressor.NAME: llmcompressor}
+DEFAULT_BACKEND = llmcompressor.NAME
+
+
+def get_backend(name: str = DEFAULT_BACKEND) -> ModuleType:
+    try:
+        return BACKENDS[name]
+    except KeyError:
+        raise ValueError(f"unknown quantization backend {name!r}; have {sorted(BACKENDS)}") from None

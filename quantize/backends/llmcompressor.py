@@ -1,0 +1,151 @@
+"""llmcompressor backend: a Variant -> llmcompressor modifiers (or a verbatim recipe) -> oneshot -> save."""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+from typing import Any, Iterator
+
+from quant.recipe import Calibration, Variant, WeightSpec
+
+NAME = "llmcompressor"
+TARGETS = ["Linear"]
+
+
+def recipe_text(variant: Variant) -> str | None:
+    """The verbatim recipe of a `recipe:` variant: the file's text if it names a file, else the string."""
+    if variant.recipe is None:
+        return None
+    source = variant.recipe.strip()
+    if "\n" not in source and source.endswith((".yaml", ".yml")):
+        path = Path(source)
+        if not path.is_file():
+            raise FileNotFoundError(f"variant {variant.name}: recipe file {source!r} not found")
+        return path.read_text()
+    return variant.recipe
+
+
+def weight_args(spec: WeightSpec) -> dict[str, Any]:
+    """A WeightSpec as compressed-tensors QuantizationArgs fields."""
+    args: dict[str, Any] = {"num_bits": spec.num_bits, "type": spec.type, "symmetric": spec.symmetric,
+                            "strategy": spec.strategy, "dynamic": False}
+    if spec.strategy == "group":
+        if not spec.group_size:
+            raise ValueError("weights.strategy group needs weights.group_size")
+        args["group_size"] = spec.group_size
+    return args
+
+
+def _scheme_kwargs(variant: Variant) -> dict[str, Any]:
+    """What a quantizing modifier is told: a preset scheme name or a custom weight-only config group."""
+    kwargs: dict[str, Any] = {"targets": TARGETS, "ignore": list(variant.ignore)}
+    if variant.scheme is not None:
+        kwargs["scheme"] = variant.scheme.upper()
+    else:
+        kwargs["config_groups"] = {"group_0": {"targets": TARGETS, "weights": weight_args(variant.weights)}}
+    return kwargs
+
+
+def build_modifiers(variant: Variant) -> list:
+    """The modifier list for a scheme/weights variant (not for `recipe:` variants, passed verbatim)."""
+    from llmcompressor.modifiers.quantization import GPTQModifier, QuantizationModifier
+    from llmcompressor.modifiers.transform import AWQModifier, SmoothQuantModifier
+
+    if variant.scheme is None and variant.weights is None:
+        raise ValueError(f"variant {variant.name}: no scheme or weights to build modifiers from")
+    if variant.scheme is not None:
+        _check_preset(variant.scheme)
+    kwargs = _scheme_kwargs(variant)
+    modifiers: list = []
+    if variant.smoothquant is not None:
+        if variant.algorithm == "awq":
+            raise ValueError(f"variant {variant.name}: smoothquant and awq both rescale channels; pick one")
+        modifiers.append(SmoothQuantModifier(smoothing_strength=variant.smoothquant))
+    if variant.algorithm == "gptq":
+        modifiers.append(GPTQModifier(**kwargs))
+    elif variant.algorithm == "awq":
+        # llmcompressor >= 0.10: AWQ only rescales; a QuantizationModifier after it quantizes.
+        modifiers += [AWQModifier(), QuantizationModifier(**kwargs)]
+    else:
+        modifiers.append(QuantizationModifier(**kwargs))
+    return modifiers
+
+
+def _check_preset(name: str) -> None:
+    from compressed_tensors.quantization.quant_scheme import PRESET_SCHEMES
+
+    if name.upper() not in PRESET_SCHEMES:
+        raise ValueError(f"unknown scheme {name!r}; llmcompressor presets: {sorted(PRESET_SCHEMES)}")
+
+
+def needs_calibration(variant: Variant) -> bool:
+    """False when oneshot can run without data: round-to-nearest weights with no static activation scales."""
+    if variant.recipe is not None:
+        return True  # a verbatim recipe may hold anything; calibrating costs time, never correctness
+    if variant.algorithm in ("gptq", "awq") or variant.smoothquant is not None:
+        return True
+    if variant.weights is not None:
+        return False
+    from compressed_tensors.quantization import preset_name_to_scheme
+
+    _check_preset(variant.scheme)
+    acts = preset_name_to_scheme(variant.scheme, TARGETS).input_activations
+    return acts is not None and not acts.dynamic  # static input scales (e.g. FP8) are observed from data
+
+
+def _uses_awq(variant: Variant) -> bool:
+    return variant.algorithm == "awq" or "AWQModifier" in (recipe_text(variant) or "")
+
+
+@contextlib.contextmanager
+def _cpu_safe_pin_memory() -> Iterator[None]:
+    """Make IntermediatesCache.pin_memory a no-op when CUDA is absent, for the duration of an AWQ run.
+
+    AWQ pins its cached activations to speed up host-to-GPU copies. On a CPU-only torch,
+    Tensor.pin_memory() raises "Cannot access accelerator device when none is available"
+    (llmcompressor 0.14.0.1). Pinning only matters for GPU transfers, so skipping it changes nothing else.
+    """
+    import torch
+    from llmcompressor.pipelines.cache import IntermediatesCache
+
+    if torch.cuda.is_available():
+        yield
+        return
+    original = IntermediatesCache.pin_memory
+    IntermediatesCache.pin_memory = lambda self, batch_index, input_names=None: None
+    try:
+        yield
+    finally:
+        IntermediatesCache.pin_memory = original
+
+
+def quantize(model_dir: Path, variant: Variant, texts: list[str] | None, calibration: Calibration,
+             out_dir: Path) -> dict[str, Any]:
+    """Quantize model_dir per variant and save a compressed-tensors checkpoint (with tokenizer) in out_dir."""
+    import torch
+    from datasets import Dataset
+    from llmcompressor import oneshot
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    recipe = recipe_text(variant)
+    if recipe is None:
+        recipe = build_modifiers(variant)
+    described = recipe if isinstance(recipe, str) else [_describe(m) for m in recipe]
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype="auto")
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    data: dict[str, Any] = {}
+    if texts:
+        data = {"dataset": Dataset.from_dict({"text": texts}), "num_calibration_samples": len(texts),
+                "max_seq_length": calibration.max_seq_length, "shuffle_calibration_samples": False}
+    guard = _cpu_safe_pin_memory() if _uses_awq(variant) else contextlib.nullcontext()
+    with guard, torch.no_grad():
+        oneshot(model=model, tokenizer=tokenizer, recipe=recipe, **data)
+    model.save_pretrained(out_dir, save_compressed=True)
+    tokenizer.save_pretrained(out_dir)
+    return {"backend": NAME, "recipe": described}
+
+
+def _describe(modifier: Any) -> dict[str, Any]:
+    """A modifier as {type: its explicitly set fields}: the manifest's record of what ran."""
+    fields = modifier.model_dump(exclude_unset=True, mode="json")
+    return {type(modifier).__name__: {k: v for k, v in fields.items() if not k.endswith("_")}}

@@ -1,0 +1,19 @@
+"""Write every report for a run directory from its results.json (no recomputation)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from quant.store import write_text
+from reports.html import render_html
+from reports.markdown import render_markdown
+from reports.plots import render_pareto_png
+
+
+def render_all(out: Path, results: dict) -> list[Path]:
+    out = Path(out)
+    md, png, page = out / "pareto.md", out / "pareto.png", out / "report.html"
+    write_text(md, render_markdown(results))
+    render_pareto_png(results, png)
+    write_text(page, render_html(results, png))
+    return [md, png, page]

@@ -1,0 +1,86 @@
+"""Flatten results.json into per-task rows and mark the Pareto frontier."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass
+class Row:
+    variant: str
+    status: str
+    backend: str
+    accuracy: float | None
+    ci95: tuple[float, float] | None
+    n: int
+    delta: float | None
+    out_tok_s: float | None
+    ttft_p99_ms: float | None
+    tpot_p99_ms: float | None
+    size_bytes: int | None
+    rss_bytes: int | None
+    pareto: bool = False
+
+
+def headline_point(variant: dict) -> dict | None:
+    """The perf point a table shows: the highest concurrency of the first workload."""
+    for workload in variant.get("perf", {}).values():
+        points = workload.get("points") or []
+        if points:
+            return max(points, key=lambda p: p["concurrency"])
+    return None
+
+
+def headline_concurrency(results: dict) -> int | None:
+    for v in results["variants"].values():
+        point = headline_point(v)
+        if point:
+            return point["concurrency"]
+    return None
+
+
+def tasks_of(results: dict) -> list[str]:
+    seen: list[str] = []
+    for v in results["variants"].values():
+        seen += [t for t in v.get("accuracy", {}) if t not in seen]
+    return seen
+
+
+def metric_of(results: dict, task: str) -> str:
+    return next((v["accuracy"][task]["metric"] for v in results["variants"].values()
+                 if task in v.get("accuracy", {})), "accuracy")
+
+
+def rows_for_task(results: dict, task: str) -> list[Row]:
+    base = results["variants"].get(results["baseline"], {}).get("accuracy", {}).get(task)
+    rows = []
+    for name, v in results["variants"].items():
+        acc = v.get("accuracy", {}).get(task)
+        point = headline_point(v)
+        rows.append(Row(
+            variant=name, status=v["status"], backend=(acc or {}).get("backend", "-"),
+            accuracy=acc["value"] if acc else None, ci95=tuple(acc["ci95"]) if acc else None,
+            n=acc["n"] if acc else 0,
+            delta=(acc["value"] - base["value"]) if acc and base else None,
+            out_tok_s=point["output_tokens_per_s"] if point else None,
+            ttft_p99_ms=point["ttft_ms"]["p99"] if point else None,
+            tpot_p99_ms=point["tpot_ms"]["p99"] if point else None,
+            size_bytes=v.get("size_bytes"), rss_bytes=v.get("memory", {}).get("server_rss_bytes")))
+    mark_pareto(rows)
+    return rows
+
+
+def _objectives(row: Row) -> tuple[float, float, float]:
+    """All maximised; a missing value is the worst possible."""
+    return (row.accuracy if row.accuracy is not None else -1.0,
+            row.out_tok_s if row.out_tok_s is not None else -1.0,
+            -(row.size_bytes if row.size_bytes is not None else float("inf")))
+
+
+def mark_pareto(rows: list[Row]) -> None:
+    """Pareto-optimal over accuracy (up), output throughput (up) and size (down), among served rows."""
+    candidates = [r for r in rows if r.accuracy is not None and r.out_tok_s is not None]
+    for r in candidates:
+        a = _objectives(r)
+        r.pareto = not any(all(x >= y for x, y in zip(_objectives(o), a)) and _objectives(o) != a
+                           for o in candidates if o is not r)

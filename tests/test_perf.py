@@ -1,0 +1,261 @@
+"""perf/: metrics, the streaming load generator (against an in-test SSE fake), the engine launcher."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from perf.engines import EngineStartError, VLLMServer, engine_flags, resolve_engine_python, serve_command
+from perf.engines.process import error_reason
+from perf.loadgen import RequestRecord, run_closed_loop, synthetic_prompts
+from perf.metrics import summarize
+from perf.run import run_workload
+from quant.recipe import Workload
+
+# --- metrics -------------------------------------------------------------------------------------------
+
+
+def _rec(ttft: float, e2e: float, out: int, itl: list[float], error: str | None = None) -> RequestRecord:
+    return RequestRecord(start=0.0, ttft_s=ttft, itl_s=itl, e2e_s=e2e, prompt_tokens=10, output_tokens=out,
+                         error=error)
+
+
+def test_summarize_exact_percentiles():
+    recs = [_rec(0.010, 0.110, 11, [0.01] * 10), _rec(0.020, 0.220, 11, [0.02] * 10),
+            _rec(0.030, 0.330, 11, [0.03] * 10), _rec(0.040, 0.440, 11, [0.04] * 10),
+            _rec(0.5, 9.0, 0, [], error="HTTP 500: boom")]
+    s = summarize(recs, wall_s=2.0)
+    assert (s["n"], s["errors"], s["first_error"]) == (5, 1, "HTTP 500: boom")
+    # ttft ms = [10, 20, 30, 40]; linear: p90 at rank 2.7 -> 37, p99 at rank 2.97 -> 39.7
+    assert s["ttft_ms"] == pytest.approx({"mean": 25.0, "p50": 25.0, "p90": 37.0, "p99": 39.7})
+    # tpot = (e2e - ttft) / 10 = [10, 20, 30, 40] ms
+    assert s["tpot_ms"] == pytest.approx({"mean": 25.0, "p50": 25.0, "p90": 37.0, "p99": 39.7})
+    # itl pooled: ten each of 10, 20, 30, 40 ms -> p90 = 40 (rank 35.1 lies in the 40s)
+    assert s["itl_ms"] == pytest.approx({"mean": 25.0, "p50": 25.0, "p90": 40.0, "p99": 40.0})
+    assert s["e2e_ms"] == pytest.approx({"mean": 275.0, "p50": 275.0, "p90": 407.0, "p99": 436.7})
+    assert s["requests_per_s"] == pytest.approx(2.0)
+    assert s["output_tokens_per_s"] == pytest.approx(22.0)
+    assert s["input_tokens_per_s"] == pytest.approx(20.0)
+
+
+def test_summarize_all_failed_and_single_token():
+    s = summarize([_rec(0.1, 0.1, 1, [])], wall_s=1.0)
+    assert s["tpot_ms"]["p50"] is None and s["ttft_ms"]["p50"] == pytest.approx(100.0)
+    s = summarize([_rec(0.1, 0.2, 0, [], error="x")], wall_s=1.0)
+    assert s["errors"] == 1 and s["requests_per_s"] == 0 and s["e2e_ms"]["mean"] is None
+
+
+# --- a fake vLLM: streams /v1/completions SSE chunks in vLLM's format --------------------------------
+# prompt[0] selects a behaviour: 500 -> HTTP 500; 501 -> an error chunk mid-stream; 502 -> the connection
+# drops mid-stream; 7 -> tokens 2 and 3 arrive in one chunk. Otherwise one token per chunk.
+GAP_S = 0.02
+
+
+class FakeVLLM:
+    def __init__(self):
+        self.bodies: list[dict] = []
+        self.in_flight = self.max_in_flight = 0
+        self.loop = asyncio.new_event_loop()
+        self.server = self.loop.run_until_complete(asyncio.start_server(self.handle, "127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.server.sockets[0].getsockname()[1]}"
+        threading.Thread(target=self.loop.run_forever, daemon=True).start()
+
+    def close(self):
+        self.loop.call_soon_threadsafe(self.loop.stop)
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = (await reader.readuntil(b"\r\n\r\n")).decode()
+        length = int(next(ln.split(":")[1] for ln in head.split("\r\n") if ln.lower().startswith("content-length")))
+        body = json.loads(await reader.readexactly(length))
+        self.bodies.append(body)
+        self.in_flight += 1
+        self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            await self.respond(body, writer)
+        finally:
+            self.in_flight -= 1
+            writer.close()
+
+    async def respond(self, body: dict, writer: asyncio.StreamWriter) -> None:
+        kind = body["prompt"][0]
+        if kind == 500:
+            msg = b'{"error": {"message": "kernel exploded"}}'
+            writer.write(b"HTTP/1.1 500 Internal Server Error\r\nContent-Type: application/json\r\n"
+                         b"Content-Length: %d\r\nConnection: close\r\n\r\n%s" % (len(msg), msg))
+            return
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n")
+        n = body["max_tokens"]
+        groups = [[0], [1, 2], *[[i] for i in range(3, n)]] if kind == 7 else [[i] for i in range(n)]
+        for i, group in enumerate(groups):
+            await asyncio.sleep(GAP_S)
+            if kind == 501 and i == 2:
+                writer.write(b'data: {"error": {"object": "error", "message": "engine died", "code": 500}}\n\n')
+                return
+            if kind == 502 and i == 2:
+                writer.transport.abort()
+                return
+            choice = {"index": 0, "text": "x" * len(group), "logprobs": None, "token_ids": [10 + t for t in group],
+                      "finish_reason": "length" if i == len(groups) - 1 else None, "stop_reason": None}
+            chunk = {"id": "cmpl-1", "object": "text_completion", "created": 0, "model": body["model"],
+                     "choices": [choice]}
+            writer.write(f"data: {json.dumps(chunk)}\n\n".encode())
+            await writer.drain()
+        usage = {"prompt_tokens": len(body["prompt"]), "completion_tokens": n, "total_tokens": len(body["prompt"]) + n}
+        writer.write(f"data: {json.dumps({'id': 'cmpl-1', 'choices': [], 'usage': usage})}\n\n".encode())
+        writer.write(b"data: [DONE]\n\n")
+
+
+@pytest.fixture
+def fake():
+    srv = FakeVLLM()
+    yield srv
+    srv.close()
+
+
+def test_loadgen_streams_and_records(fake):
+    prompts = [[1] * 12, [7] * 12, [500, 1], [501, 1], [502, 1], [1] * 12]
+    recs = asyncio.run(run_closed_loop(fake.url + "/v1/completions", "m", prompts, output_tokens=6, concurrency=3))
+    assert len(recs) == 6 and fake.max_in_flight == 3
+    body = fake.bodies[0]
+    assert body["ignore_eos"] is True and body["stream"] is True and body["temperature"] == 0
+    assert body["stream_options"] == {"include_usage": True} and body["max_tokens"] == 6
+    for r in (recs[0], recs[1], recs[5]):
+        assert r.error is None and r.prompt_tokens == 12 and r.output_tokens == 6 and len(r.itl_s) == 5
+        assert 0 < r.ttft_s < r.e2e_s and sum(r.itl_s) <= r.e2e_s - r.ttft_s + 1e-9
+    assert recs[0].chunks == 6 and recs[1].chunks == 5
+    assert recs[1].itl_s[0] == recs[1].itl_s[1]   # one two-token chunk: its gap is shared by both tokens
+    assert recs[2].error.startswith("HTTP 500") and "kernel exploded" in recs[2].error
+    assert recs[3].error == "stream error: engine died"
+    assert recs[4].error is not None and recs[4].output_tokens == 2
+
+
+# --- synthetic prompts and the workload runner ---------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def tokenizer_dir(tmp_path_factory) -> Path:
+    from quant.demo.tokenizer import train_tokenizer
+    out = tmp_path_factory.mktemp("tok")
+    train_tokenizer([f"item {i}: the quick brown fox {i * 7} jumps" for i in range(200)], vocab_size=300).save_pretrained(out)
+    return out
+
+
+def test_synthetic_prompts_exact_and_deterministic(tokenizer_dir):
+    a = synthetic_prompts(tokenizer_dir, 5, 40, seed=1)
+    assert a == synthetic_prompts(tokenizer_dir, 5, 40, seed=1) and a != synthetic_prompts(tokenizer_dir, 5, 40, seed=2)
+    assert all(len(p) == 40 and p[0] == 0 for p in a)      # BOS (id 0) counted in the 40
+    assert all(t > 2 for p in a for t in p[1:])             # no <s>, </s>, <pad> in the body
+    assert len({tuple(p) for p in a}) == 5
+
+
+def test_run_workload_levels_warmup_progress(fake, tokenizer_dir):
+    seen = []
+    wl = Workload(name="tiny", prompt_tokens=16, output_tokens=4, concurrency=[1, 2], requests_per_level=3,
+                  warmup_requests=2)
+    res = run_workload(fake.url, "m", tokenizer_dir, wl, progress=lambda d, t: seen.append((d, t)))
+    assert [p["concurrency"] for p in res["points"]] == [1, 2]
+    assert all(p["n"] == 3 and p["errors"] == 0 and p["requests_per_s"] > 0 for p in res["points"])
+    assert {c: len(r) for c, r in res["records"].items()} == {1: 3, 2: 3}
+    assert len(fake.bodies) == 10 and seen[-1] == (10, 10) and res["warnings"] == []
+    assert res["points"][0]["tpot_ms"]["p50"] == pytest.approx(GAP_S * 1000, rel=0.9)
+
+
+# --- the engine launcher, driven by stand-in "engine pythons" ------------------------------------------
+
+
+def _engine(tmp_path: Path, body: str) -> str:
+    script = tmp_path / "fake_python"
+    script.write_text(f"#!{sys.executable}\n" + textwrap.dedent(body))
+    script.chmod(0o755)
+    return str(script)
+
+
+def _server(tmp_path: Path, python: str, timeout: float = 20) -> VLLMServer:
+    return VLLMServer(tmp_path / "model", python=python, served_name="probe", args={"max_model_len": 256},
+                      env={}, startup_timeout_s=timeout, log_path=tmp_path / "logs" / "server.log")
+
+
+def test_engine_start_error_carries_engine_reason(tmp_path):
+    python = _engine(tmp_path, """
+        import sys
+        print("INFO starting")
+        w = "(Worker pid=7) ERROR 11-30 13:49:35 [multiproc_executor.py:953] "
+        print(w + "ValueError: Failed to find a kernel that can implement the WNA16 linear layer. Reasons: ")
+        print(w + " CPUWNA16LinearKernel cannot implement due to: Quant type (uint8b128) not supported")
+        print("(EngineCore pid=6) INFO 11-30 13:49:35 [multiproc_executor.py:479] [shutdown] Executor: waiting")
+        print("RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}")
+        sys.exit(1)
+    """)
+    t0 = time.monotonic()
+    with pytest.raises(EngineStartError) as err:
+        with _server(tmp_path, python):
+            pass
+    assert err.value.reason == ("ValueError: Failed to find a kernel that can implement the WNA16 linear layer. "
+                                "Reasons: CPUWNA16LinearKernel cannot implement due to: Quant type (uint8b128) "
+                                "not supported")
+    assert time.monotonic() - t0 < 10 and (tmp_path / "logs" / "server.log").is_file()
+
+
+def test_engine_timeout_stops_the_process(tmp_path):
+    python = _engine(tmp_path, "import time, os\nprint(os.getpid(), flush=True)\ntime.sleep(300)\n")
+    srv = _server(tmp_path, python, timeout=1.5)
+    with pytest.raises(EngineStartError, match="not ready within"):
+        srv.__enter__()
+    assert srv.pid is None
+
+
+def test_engine_ready_then_group_stopped(tmp_path):
+    python = _engine(tmp_path, """
+        import json, subprocess, sys
+        from http.server import BaseHTTPRequestHandler, HTTPServer
+        argv = sys.argv
+        port = int(argv[argv.index("--port") + 1])
+        subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])  # an engine-core stand-in
+        class H(BaseHTTPRequestHandler):
+            def do_GET(self):
+                body = json.dumps({"data": [{"id": "probe"}]}).encode() if self.path == "/v1/models" else b""
+                self.send_response(200); self.send_header("Content-Length", str(len(body))); self.end_headers()
+                self.wfile.write(body)
+            def log_message(self, *a): pass
+        HTTPServer(("127.0.0.1", port), H).serve_forever()
+    """)
+    with _server(tmp_path, python) as srv:
+        tree = [srv.pid, *(p.pid for p in psutil.Process(srv.pid).children(recursive=True))]
+        assert len(tree) == 2 and srv.rss_bytes() > 0
+        assert srv.base_url.startswith("http://127.0.0.1:") and srv.completions_url.endswith("/v1/completions")
+        assert srv.command[1:3] == ["-m", "vllm.entrypoints.openai.api_server"]
+        assert ["--max-model-len", "256"] == srv.command[srv.command.index("--max-model-len"):][:2]
+    time.sleep(0.2)
+    assert not any(psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE for p in tree)
+
+
+def test_error_reason_fallbacks():
+    assert error_reason("INFO ok\nsomething bad: error: no space left\nbye") == "something bad: error: no space left"
+    assert error_reason("INFO all good") is None
+
+
+def test_resolve_engine_python(tmp_path, monkeypatch):
+    monkeypatch.delenv("QUANT_ENGINE_PYTHON", raising=False)
+    with pytest.raises(EngineStartError, match="make setup"):
+        resolve_engine_python(str(tmp_path / "nope" / "python"))
+    monkeypatch.setenv("QUANT_ENGINE_PYTHON", sys.executable)
+    assert resolve_engine_python(None) == sys.executable
+    assert resolve_engine_python(sys.executable) == sys.executable
+
+
+def test_flags_and_serve_command():
+    assert engine_flags({"max_model_len": 512, "enforce_eager": True, "enable_prefix_caching": False,
+                         "skip": None}) == ["--max-model-len", "512", "--enforce-eager", "--no-enable-prefix-caching"]
+    assert serve_command("/m/w4", "w4", {"max_model_len": 512}, cuda=True) == \
+        "vllm serve /m/w4 --served-model-name w4 --max-model-len 512"
+    cpu = serve_command("/m/w4", "w4", {}, cuda=False)
+    assert cpu.startswith("VLLM_CPU_KVCACHE_SPACE=") and "-m vllm.entrypoints.openai.api_server --model /m/w4" in cpu

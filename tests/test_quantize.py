@@ -1,0 +1,201 @@
+"""The quantize stage: variant -> modifiers, calibration texts, and one real RTN run on a probe-shaped model."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+
+from quant.recipe import Calibration, Variant, WeightSpec  # noqa: E402
+from quantize.backends import BACKENDS, get_backend  # noqa: E402
+from quantize.backends import llmcompressor as lc  # noqa: E402
+from quantize.calibration import calibration_texts, texts_sha256  # noqa: E402
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def probe_model(tmp_path_factory) -> Path:
+    """A random Llama with the demo model's shapes (hidden 256, 4 layers, vocab 1024, bf16, untied head)."""
+    import torch
+    from transformers import LlamaForCausalLM
+
+    from quant.demo.tokenizer import train_tokenizer
+    from quant.demo.train import model_config
+
+    out = tmp_path_factory.mktemp("probe")
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(model_config(1024)).to(torch.bfloat16)
+    model.save_pretrained(out)
+    train_tokenizer(calibration_texts(Calibration(num_samples=30))).save_pretrained(out)
+    return out
+
+
+# --- variant -> modifiers (no oneshot) ---------------------------------------------------------------
+
+def _types(variant: Variant) -> list[str]:
+    return [type(m).__name__ for m in lc.build_modifiers(variant)]
+
+
+@pytest.mark.parametrize("variant, expected", [
+    (Variant(name="a", scheme="W4A16", algorithm="gptq"), ["GPTQModifier"]),
+    (Variant(name="a", scheme="W4A16"), ["QuantizationModifier"]),
+    (Variant(name="a", scheme="W4A16_ASYM", algorithm="awq"), ["AWQModifier", "QuantizationModifier"]),
+    (Variant(name="a", scheme="W8A8", algorithm="gptq", smoothquant=0.8), ["SmoothQuantModifier", "GPTQModifier"]),
+    (Variant(name="a", scheme="FP8_DYNAMIC"), ["QuantizationModifier"]),
+    (Variant(name="a", scheme="W8A16", algorithm="gptq"), ["GPTQModifier"]),
+    (Variant(name="a", weights=WeightSpec(num_bits=2)), ["QuantizationModifier"]),
+])
+def test_modifier_types(variant, expected):
+    assert _types(variant) == expected
+
+
+def test_modifier_arguments():
+    ignore = ["lm_head", "re:.*layers\\.0\\..*", "re:.*down_proj$"]
+    (gptq,) = lc.build_modifiers(Variant(name="a", scheme="w4a16", algorithm="gptq", ignore=ignore))
+    assert gptq.scheme == "W4A16" and gptq.ignore == ignore and gptq.targets == ["Linear"]
+    smooth, _ = lc.build_modifiers(Variant(name="a", scheme="W8A8", algorithm="gptq", smoothquant=0.8))
+    assert smooth.smoothing_strength == 0.8
+    (rtn2,) = lc.build_modifiers(Variant(name="a", weights=WeightSpec(num_bits=2, group_size=64)))
+    weights = rtn2.config_groups["group_0"].weights
+    assert (weights.num_bits, weights.group_size, weights.symmetric, weights.strategy) == (2, 64, True, "group")
+    assert rtn2.scheme is None
+
+
+def test_modifier_errors():
+    with pytest.raises(ValueError, match="unknown scheme"):
+        lc.build_modifiers(Variant(name="a", scheme="W9A9"))
+    with pytest.raises(ValueError, match="pick one"):
+        lc.build_modifiers(Variant(name="a", scheme="W4A16", algorithm="awq", smoothquant=0.5))
+    with pytest.raises(ValueError, match="group_size"):
+        lc.weight_args(WeightSpec(num_bits=4, group_size=None))
+
+
+@pytest.mark.parametrize("variant, needed", [
+    (Variant(name="a", scheme="W4A16"), False),
+    (Variant(name="a", scheme="FP8_DYNAMIC"), False),
+    (Variant(name="a", scheme="W8A8"), False),                 # per-token dynamic activations
+    (Variant(name="a", scheme="FP8"), True),                   # static per-tensor input scales
+    (Variant(name="a", scheme="W4A16", algorithm="gptq"), True),
+    (Variant(name="a", scheme="W4A16_ASYM", algorithm="awq"), True),
+    (Variant(name="a", scheme="W8A8", smoothquant=0.8), True),
+    (Variant(name="a", weights=WeightSpec(num_bits=2)), False),
+    (Variant(name="a", recipe="s:\n  m:\n    QuantizationModifier: {scheme: W4A16}\n"), True),
+])
+def test_needs_calibration(variant, needed):
+    assert lc.needs_calibration(variant) is needed
+
+
+def test_recipe_inline_and_file(tmp_path):
+    inline = "quant_stage:\n  quant_modifiers:\n    QuantizationModifier: {targets: [Linear], scheme: W4A16}\n"
+    assert lc.recipe_text(Variant(name="a", recipe=inline)) == inline
+    path = tmp_path / "r.yaml"
+    path.write_text(inline)
+    assert lc.recipe_text(Variant(name="a", recipe=str(path))) == inline
+    with pytest.raises(FileNotFoundError):
+        lc.recipe_text(Variant(name="a", recipe=str(tmp_path / "missing.yaml")))
+
+
+def test_registry():
+    assert "llmcompressor" in BACKENDS and get_backend() is lc
+    with pytest.raises(ValueError):
+        get_backend("nope")
+
+
+def test_awq_pin_memory_patch_is_scoped():
+    import torch
+    from llmcompressor.pipelines.cache import IntermediatesCache
+
+    original = IntermediatesCache.pin_memory
+    with lc._cpu_safe_pin_memory():
+        if not torch.cuda.is_available():
+            assert IntermediatesCache.pin_memory is not original
+    assert IntermediatesCache.pin_memory is original
+
+
+# --- calibration -------------------------------------------------------------------------------------
+
+def test_calibration_deterministic_and_mixed():
+    from evals.demo import GENERATORS
+    from evals.demo.build import eval_items
+
+    a = calibration_texts(Calibration(num_samples=30, seed=3))
+    assert a == calibration_texts(Calibration(num_samples=30, seed=3))
+    assert texts_sha256(a) == texts_sha256(list(a))
+    assert a != calibration_texts(Calibration(num_samples=30, seed=4))
+    assert len(a) == 30
+    assert any(t.startswith("Question:") for t in a) and any(t.startswith("def ") for t in a)
+    assert any(t.startswith("Extract ") for t in a)
+    test_prompts = {GENERATORS[t].prompt_of(d) for t in GENERATORS for d in eval_items(t)}
+    assert not any(t.startswith(p) for t in a for p in test_prompts)
+
+
+def test_calibration_jsonl(tmp_path):
+    path = tmp_path / "c.jsonl"
+    path.write_text("".join(json.dumps({"text": f"t{i}"}) + "\n" for i in range(5)))
+    assert calibration_texts(Calibration(source=str(path), num_samples=3)) == ["t0", "t1", "t2"]
+    with pytest.raises(FileNotFoundError, match="neither"):
+        calibration_texts(Calibration(source=str(tmp_path / "missing.jsonl")))
+    path.write_text('{"txt": 1}\n')
+    with pytest.raises(ValueError, match=":1: .*text"):
+        calibration_texts(Calibration(source=str(path)))
+
+
+# --- one real quantization ---------------------------------------------------------------------------
+
+def test_rtn_w4a16_checkpoint(probe_model, tmp_path):
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from quantize import MANIFEST_NAME, quantize_variant
+
+    out = tmp_path / "w4a16"
+    out.mkdir()
+    (out / "stale.txt").write_text("replaced atomically")
+    manifest = quantize_variant(probe_model, Variant(name="w4a16-rtn", scheme="W4A16"), Calibration(), out)
+
+    assert json.loads((out / MANIFEST_NAME).read_text()) == manifest
+    assert not (out / "stale.txt").exists()
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temporary dirs left behind
+    for key in ("variant", "scheme_description", "algorithm", "ignore", "ignore_expanded", "versions",
+                "size_bytes", "bits_per_weight_quantized", "quantize_seconds", "calibration"):
+        assert key in manifest
+    assert manifest["algorithm"] == "rtn" and manifest["calibration"] is None
+    assert manifest["ignore_expanded"] == ["lm_head"]
+    assert manifest["format"] == "pack-quantized"
+    assert manifest["bits_per_weight_quantized"] == pytest.approx(4.125)  # int4 + a bf16 scale per 128
+    assert set(manifest["versions"]) == {"torch", "llmcompressor", "compressed-tensors", "transformers"}
+    assert manifest["size_bytes"] > manifest["weights_bytes"] > 0
+    assert (out / "tokenizer.json").is_file()
+
+    model = AutoModelForCausalLM.from_pretrained(out)
+    with torch.no_grad():
+        logits = model(torch.tensor([[0, 5, 6, 7]])).logits
+    assert logits.shape == (1, 4, 1024) and torch.isfinite(logits).all()
+
+
+def test_cli_reports_one_error_line(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, "-m", "quantize", "--model", str(tmp_path), "--out", str(tmp_path / "out"),
+         "--variant-json", '{"name": "x", "scheme": "W4A16"}'],
+        capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert proc.returncode != 0
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("QUANTIZE-ERROR: ") and "config.json" in last
+    assert not (tmp_path / "out").exists()
+
+
+def test_cli_rejects_bad_variant(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, "-m", "quantize", "--model", str(tmp_path), "--out", str(tmp_path / "out"),
+         "--variant-json", '{"name": "x", "scheme": "W8A8", "algorithm": "awq"}'],
+        capture_output=True, text=True, cwd=REPO, timeout=60)
+    assert proc.returncode != 0
+    assert proc.stderr.strip().splitlines()[-1].startswith("QUANTIZE-ERROR: ValueError: --variant-json")

@@ -1,0 +1,69 @@
+"""A malformed recipe fails before any work, with one message naming the field (and line)."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from quant.recipe import RecipeError, load_recipe, parse_recipe
+
+REPO = Path(__file__).resolve().parent.parent
+GOOD = """\
+name: t
+model: demo
+variants:
+  - name: bf16
+    baseline: true
+  - name: q
+    scheme: W4A16
+    algorithm: gptq
+tasks: [demo_math]
+"""
+
+
+def test_shipped_recipes_are_valid():
+    for path in (REPO / "recipes").glob("*.yaml"):
+        recipe = load_recipe(path)
+        assert recipe.baseline.name
+
+
+def test_good_recipe_defaults():
+    r = parse_recipe(GOOD)
+    assert r.variant("q").ignore == ["lm_head"]
+    assert r.tasks[0].name == "demo_math"
+    assert r.perf.workloads[0].concurrency == [1, 4, 16]
+
+
+@pytest.mark.parametrize("text, expected", [
+    (GOOD.replace("algorithm: gptq", "algorithm: magic"), ":8: variants.1.algorithm: Input should be"),
+    (GOOD.replace("    scheme: W4A16\n", "    scheme: W4A16\n    shceme: x\n"), ":8: variants.1.shceme: unknown field"),
+    (GOOD.replace("model: demo\n", ""), "model: Field required"),
+    (GOOD.replace("    baseline: true\n", ""), "exactly one variant needs `baseline: true`"),
+    (GOOD.replace("name: q", "name: bf16"), "duplicate names ['bf16']"),
+    (GOOD + "perf: {workloads: [{name: w, concurrency: [0]}]}\n", "perf.workloads.0.concurrency"),
+    (GOOD.replace("tasks: [demo_math]", "tasks: [demo_math"), "not valid YAML"),
+    ("- just\n- a list\n", "a recipe is a YAML mapping"),
+    (GOOD.replace("    algorithm: gptq\n", "    algorithm: awq\n").replace("W4A16", "W8A8"), "awq needs a W4A16"),
+])
+def test_bad_recipes_name_the_field(text, expected):
+    with pytest.raises(RecipeError) as err:
+        parse_recipe(text, "r.yaml")
+    assert expected in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+def test_cli_reports_one_line_not_a_traceback(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(GOOD.replace("algorithm: gptq", "algorithm: magic"))
+    proc = subprocess.run([sys.executable, "-m", "quant.cli", "sweep", str(bad), "--out", str(tmp_path / "o")],
+                          capture_output=True, text=True, cwd=REPO)
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr
+    assert proc.stderr.strip().startswith("recipe error:") and "variants.1.algorithm" in proc.stderr
+    assert not (tmp_path / "o").exists()
+
+
+def test_missing_recipe_file(tmp_path):
+    with pytest.raises(RecipeError, match="no such recipe file"):
+        load_recipe(tmp_path / "nope.yaml")

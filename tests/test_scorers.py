@@ -1,0 +1,65 @@
+"""Each demo scorer on known-right and known-wrong answers, and the test sets themselves."""
+
+import importlib.util
+import json
+
+import pytest
+
+from evals.demo.build import GENERATORS, eval_items, train_items
+from evals.registry import TASKS_DIR
+
+
+def utils_of(task):
+    spec = importlib.util.spec_from_file_location(f"{task}_utils", TASKS_DIR / task / "utils.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def docs(task, n=None):
+    lines = (TASKS_DIR / task / "test.jsonl").read_text().splitlines()
+    return [json.loads(line) for line in lines[:n]]
+
+
+@pytest.mark.parametrize("task", list(GENERATORS))
+def test_committed_test_sets_match_the_generator(task):
+    assert docs(task) == eval_items(task)
+    assert len(docs(task)) >= 200
+
+
+@pytest.mark.parametrize("task", list(GENERATORS))
+def test_training_items_never_contain_test_prompts(task):
+    prompt_of = GENERATORS[task].prompt_of
+    test_prompts = {prompt_of(d) for d in docs(task)}
+    assert not test_prompts & {prompt_of(d) for d in train_items(task, 2000, seed=1234)}
+
+
+def test_code_scorer_right_and_wrong():
+    utils = utils_of("demo_code")
+    for doc in docs("demo_code", 20):
+        assert utils.process_results(doc, [doc["canonical_solution"]]) == {"pass@1": 1.0}
+    doc = docs("demo_code", 1)[0]
+    assert utils.process_results(doc, ["    return None\n"]) == {"pass@1": 0.0}
+    assert utils.process_results(doc, ["    return (\n"]) == {"pass@1": 0.0}  # syntax error
+    assert utils.process_results(doc, ["    while True:\n        pass\n"]) == {"pass@1": 0.0}  # timeout
+
+
+def test_math_scorer_right_and_wrong():
+    utils = utils_of("demo_math")
+    doc = docs("demo_math", 1)[0]
+    gold = doc["answer"].split("#### ")[-1]
+    assert utils.process_results(doc, [" " + doc["answer"]]) == {"exact_match": 1.0}
+    assert utils.process_results(doc, [f" 1 + 1 = 2\n#### {int(gold) + 1}"]) == {"exact_match": 0.0}
+    assert utils.process_results(doc, [f" the answer is {gold}"]) == {"exact_match": 0.0}  # no "####"
+
+
+def test_extraction_scorer_right_partial_and_invalid():
+    utils = utils_of("demo_extraction")
+    doc = docs("demo_extraction", 1)[0]
+    gold = json.loads(doc["gold"])
+    assert utils.process_results(doc, [" " + doc["gold"]]) == {"field_f1": 1.0, "json_valid": 1.0, "exact_match": 1.0}
+    half = dict(gold, customer="Nobody Here", city="Atlantis", date="1999-01-01")
+    scores = utils.process_results(doc, [json.dumps(half)])
+    assert scores["field_f1"] == pytest.approx(0.5) and scores["exact_match"] == 0.0
+    assert utils.process_results(doc, ['{"customer": "x"'])["json_valid"] == 0.0
+    assert utils.process_results(doc, ["[1, 2]"])["field_f1"] == 0.0
