@@ -50,7 +50,7 @@ def measure_served(ctx, variant, checkpoint: Path, ckpt_key: str, record: dict, 
     """Evals and perf through a live server. Returns the engine's reason if it cannot serve the variant."""
     from evals.backends.served import ServedLM
     from perf.engines.vllm import EngineStartError, VLLMServer
-    from perf.run import run_workload
+    from perf.run import requests_per_level, run_workload
     from quant.sweep import perf_key, task_key
 
     engine_args = {**ctx.recipe.engine.args, **variant.engine_args}
@@ -72,7 +72,7 @@ def measure_served(ctx, variant, checkpoint: Path, ckpt_key: str, record: dict, 
                     _run_eval(ctx, lm, task, eval_keys[task.name], n_hint=_task_size(task.name))
                 for workload in todo_perf:
                     levels = ", ".join(map(str, workload.concurrency))
-                    total = sum(_requests_at(workload, c) + workload.warmup_requests for c in workload.concurrency)
+                    total = sum(requests_per_level(workload, c) + workload.warmup_requests for c in workload.concurrency)
                     with ctx.reporter.bar(f"  perf {workload.name} (concurrency {levels})", total) as advance:
                         result = run_workload(server, variant.name, checkpoint, workload,
                                               progress=lambda done, _total: advance(1))
@@ -106,10 +106,6 @@ def measure_inprocess(ctx, checkpoint: Path, ckpt_key: str, record: dict, vdir: 
             _run_eval(ctx, lm, task, keys[task.name], n_hint=_task_size(task.name))
     for name, key in keys.items():
         _collect_eval(ctx, key, name, record, vdir, "inprocess")
-
-
-def _requests_at(workload, concurrency: int) -> int:
-    return workload.requests_per_level or max(16, 8 * concurrency)
 
 
 def _task_size(task: str) -> int:

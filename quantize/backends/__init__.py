@@ -2,6 +2,7 @@
 
     NAME: str
     needs_calibration(variant: Variant) -> bool
+    warm_up() -> None                 # import heavy libraries before the quantization timer starts
     quantize(model_dir: Path, variant: Variant, texts: list[str] | None, calibration: Calibration,
              out_dir: Path) -> dict   # writes model + tokenizer into out_dir; returns backend facts
 """
