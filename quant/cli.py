@@ -21,6 +21,7 @@ def _offline_defaults() -> None:
 
 
 def cmd_sweep(args) -> int:
+    from perf.engines.process import EngineStartError
     from quant.models import ModelNotFound
     from quant.progress import Reporter
     from quant.sweep import run_sweep
@@ -31,7 +32,7 @@ def cmd_sweep(args) -> int:
         results = run_sweep(recipe, out, recipe_path=Path(args.recipe), reporter=Reporter(quiet=args.quiet),
                             cache_dir=Path(args.cache_dir) if args.cache_dir else None,
                             only=args.only, retry_failed=args.retry_failed)
-    except ModelNotFound as exc:
+    except (ModelNotFound, EngineStartError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_ERROR
     print((out / "pareto.md").read_text())

@@ -63,3 +63,11 @@ def test_extraction_scorer_right_partial_and_invalid():
     assert scores["field_f1"] == pytest.approx(0.5) and scores["exact_match"] == 0.0
     assert utils.process_results(doc, ['{"customer": "x"'])["json_valid"] == 0.0
     assert utils.process_results(doc, ["[1, 2]"])["field_f1"] == 0.0
+
+
+def test_served_backend_applies_stops_beyond_the_servers_cap():
+    from evals.backends.served import MAX_SERVER_STOPS, truncate_at_stops
+    stops = ["\ndef ", "\nclass ", "\nif ", "\nprint(", "\n#"]
+    assert len(stops) > MAX_SERVER_STOPS
+    assert truncate_at_stops("    return x\n# done", stops) == "    return x"
+    assert truncate_at_stops("    return x\n", stops) == "    return x\n"

@@ -24,11 +24,11 @@ MIX = {"demo_math": 0.45, "demo_code": 0.35, "demo_extraction": 0.20}
 TRAIN_SEED = 1234
 
 
-def model_config(vocab_size: int) -> LlamaConfig:
+def model_config(vocab_size: int, heads: int = 8, tie: bool = False) -> LlamaConfig:
     # hidden/intermediate are multiples of 128 so every quantization kernel and group size applies.
     return LlamaConfig(vocab_size=vocab_size, hidden_size=256, intermediate_size=768, num_hidden_layers=4,
-                       num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
-                       rope_theta=10000.0, tie_word_embeddings=False, bos_token_id=0, eos_token_id=1,
+                       num_attention_heads=heads, num_key_value_heads=2, max_position_embeddings=512,
+                       rope_theta=10000.0, tie_word_embeddings=tie, bos_token_id=0, eos_token_id=1,
                        pad_token_id=2, torch_dtype="bfloat16")
 
 
@@ -50,8 +50,9 @@ def encode(tokenizer, pairs):
     return out
 
 
-def batches(encoded, batch_size: int, rng: random.Random, pad_id: int):
-    """Length-bucketed batches (little padding); labels are -100 on prompt and padding."""
+def batches(encoded, batch_size: int, rng: random.Random, pad_id: int, prompt_loss: bool = False):
+    """Length-bucketed batches (little padding); labels are -100 on padding, and on the prompt unless
+    prompt_loss (names repeat inside prompts, which teaches the copying the targets need)."""
     order = sorted(range(len(encoded)), key=lambda i: len(encoded[i][0]) + len(encoded[i][1]))
     chunks = [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
     while True:
@@ -65,13 +66,15 @@ def batches(encoded, batch_size: int, rng: random.Random, pad_id: int):
                 p, t = encoded[i]
                 seq = p + t
                 ids[row, :len(seq)] = torch.tensor(seq)
-                labels[row, len(p):len(seq)] = torch.tensor(t)
+                start = 1 if prompt_loss else len(p)
+                labels[row, start:len(seq)] = torch.tensor(seq[start:])
                 mask[row, :len(seq)] = 1
             yield ids, labels, mask
 
 
-def train(out: Path, steps: int, batch_size: int = 64, lr: float = 2e-3, seed: int = TRAIN_SEED,
-          n_examples: int = 120_000, log_every: int = 50, save_every: int = 500) -> None:
+def train(out: Path, steps: int, batch_size: int = 64, lr: float = 1e-3, seed: int = TRAIN_SEED,
+          n_examples: int = 120_000, log_every: int = 50, save_every: int = 500, heads: int = 8,
+          tie: bool = False, prompt_loss: bool = False) -> None:
     torch.manual_seed(seed)
     t0 = time.time()
     pairs = training_pairs(n_examples, seed)
@@ -79,13 +82,13 @@ def train(out: Path, steps: int, batch_size: int = 64, lr: float = 2e-3, seed: i
     encoded = encode(tokenizer, pairs)
     print(f"data: {len(pairs)} examples, tokenizer {len(tokenizer)} tokens ({time.time() - t0:.0f}s)", flush=True)
 
-    model = LlamaForCausalLM(model_config(len(tokenizer)))
+    model = LlamaForCausalLM(model_config(len(tokenizer), heads, tie))
     print(f"model: {sum(p.numel() for p in model.parameters()) / 1e6:.2f}M parameters", flush=True)
     opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=0.1)
     warmup = max(1, steps // 20)
     schedule = lambda s: min(1.0, (s + 1) / warmup) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(s, steps) / steps)))
     sched = torch.optim.lr_scheduler.LambdaLR(opt, schedule)
-    data = batches(encoded, batch_size, random.Random(seed), tokenizer.pad_token_id)
+    data = batches(encoded, batch_size, random.Random(seed), tokenizer.pad_token_id, prompt_loss)
     model.train()
     tokens, t_start = 0, time.time()
     for step in range(1, steps + 1):
@@ -109,8 +112,8 @@ def train(out: Path, steps: int, batch_size: int = 64, lr: float = 2e-3, seed: i
 
 def save(model, tokenizer, out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
-    model.to(torch.bfloat16).save_pretrained(out, safe_serialization=True)
-    model.to(torch.float32)
+    import copy
+    copy.deepcopy(model).to(torch.bfloat16).save_pretrained(out, safe_serialization=True)
     tokenizer.save_pretrained(out)
 
 
@@ -119,9 +122,16 @@ def main(argv=None) -> None:
     ap.add_argument("--out", type=Path, default=DEMO_MODEL_DIR)
     ap.add_argument("--steps", type=int, default=2400)
     ap.add_argument("--batch-size", type=int, default=64)
+    ap.add_argument("--lr", type=float, default=1e-3)
+    ap.add_argument("--heads", type=int, default=8)
+    ap.add_argument("--tie", action="store_true")
+    ap.add_argument("--prompt-loss", action="store_true")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--save-every", type=int, default=500)
     args = ap.parse_args(argv)
-    torch.set_num_threads(2)
-    train(args.out, args.steps, args.batch_size)
+    torch.set_num_threads(args.threads)
+    train(args.out, args.steps, args.batch_size, lr=args.lr, heads=args.heads, tie=args.tie,
+          save_every=args.save_every, prompt_loss=args.prompt_loss)
 
 
 if __name__ == "__main__":
