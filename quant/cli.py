@@ -18,6 +18,7 @@ def _offline_defaults() -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    os.environ.setdefault("TQDM_DISABLE", "1")  # library bars (read when tqdm is imported); we draw our own
 
 
 def cmd_sweep(args) -> int:

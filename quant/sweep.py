@@ -15,12 +15,12 @@ from pathlib import Path
 
 from evals.registry import TASKS_DIR
 from quant.hashing import digest, tree_digest, versions
+from quantize.manifest import library_versions
 from quant.models import resolve_model
 from quant.progress import Reporter
 from quant.recipe import Recipe, Variant
 from quant.store import Cache, read_json, write_json, write_jsonl
 
-QUANT_LIBS = ("torch", "llmcompressor", "compressed-tensors", "transformers")
 
 
 class StageError(Exception):
@@ -134,7 +134,7 @@ def ensure_checkpoint(ctx: Context, variant: Variant) -> tuple[Path, str, dict]:
         return ctx.model_dir, ctx.model_key, {"source": "original model", "scheme": "bf16"}
     quant_fields = variant.model_dump(mode="json", exclude={"name", "description", "engine_args", "baseline"})
     key = digest("checkpoint", ctx.model_key, quant_fields, ctx.recipe.calibration.model_dump(mode="json"),
-                 versions(*QUANT_LIBS))
+                 library_versions())
     if ctx.cache.has("checkpoints", key):
         ctx.reporter.log(f"  checkpoint: cached ({key})")
     else:

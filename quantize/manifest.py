@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.metadata
 import json
 import math
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
+
+from quant.hashing import versions
 
 MANIFEST_NAME = "quant_manifest.json"
 LIBRARIES = ("torch", "llmcompressor", "compressed-tensors", "transformers")
@@ -17,13 +18,7 @@ _WEIGHT_STORAGE = ("weight", "weight_packed", "weight_scale", "weight_zero_point
 
 
 def library_versions() -> dict[str, str | None]:
-    versions: dict[str, str | None] = {}
-    for lib in LIBRARIES:
-        try:
-            versions[lib] = importlib.metadata.version(lib)
-        except importlib.metadata.PackageNotFoundError:
-            versions[lib] = None
-    return versions
+    return versions(*LIBRARIES)
 
 
 def quantization_config(ckpt: Path) -> dict[str, Any]:

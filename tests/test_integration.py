@@ -72,7 +72,6 @@ def test_every_variant_served_and_scored(sweep):
         assert all(p["errors"] == 0 and p["ttft_ms"]["p50"] > 0 for p in points)
         records = (root / "run" / "variants" / name / "perf" / "tiny.jsonl").read_text().splitlines()
         assert len(records) == 16
-    assert results["variants"]["bf16"]["accuracy"]["demo_extraction"]["value"] > 0.5  # the model works
 
 
 def test_engine_rejection_is_recorded_and_the_sweep_goes_on(sweep):

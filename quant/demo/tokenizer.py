@@ -1,12 +1,10 @@
-"""Byte-level BPE with one token per digit (column arithmetic becomes learnable for a tiny model) and
-whitespace and punctuation as tokens of their own, so a word is the same token sequence after a space,
-a quote or a newline: copying a value from the text into JSON or code is then plain induction."""
+"""Byte-level BPE with one token per digit (it makes column arithmetic learnable for a tiny model)."""
 
 from __future__ import annotations
 
 from typing import Iterable
 
-from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 from transformers import PreTrainedTokenizerFast
 
 BOS, EOS, PAD = "<s>", "</s>", "<pad>"
@@ -16,8 +14,7 @@ def train_tokenizer(texts: Iterable[str], vocab_size: int = 1024) -> PreTrainedT
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.Sequence([
         pre_tokenizers.Digits(individual_digits=True),
-        pre_tokenizers.Split(Regex(r"    | |\n|[^\sA-Za-z0-9_]"), behavior="isolated"),
-        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True),
     ])
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=[BOS, EOS, PAD],

@@ -18,9 +18,10 @@ from transformers import LlamaConfig, LlamaForCausalLM
 from evals.demo import GENERATORS
 from evals.demo.build import train_items
 from quant.demo import DEMO_MODEL_DIR
+from quant.demo.skills import SKILLS
 from quant.demo.tokenizer import train_tokenizer
 
-MIX = {"demo_math": 0.45, "demo_code": 0.35, "demo_extraction": 0.20}
+MIX = {"demo_math": 0.35, "demo_code": 0.30, "demo_extraction": 0.15, "copy": 0.10, "recall": 0.10}
 TRAIN_SEED = 1234
 
 
@@ -34,11 +35,20 @@ def model_config(vocab_size: int, heads: int = 8, tie: bool = False) -> LlamaCon
 
 def training_pairs(n_total: int, seed: int) -> list[tuple[str, str]]:
     pairs = []
+    rng = random.Random(seed + 1)
     for task, share in MIX.items():
+        if task in SKILLS:
+            pairs += [SKILLS[task](rng) for _ in range(int(n_total * share))]
+            continue
         gen = GENERATORS[task]
         pairs += [(gen.prompt_of(d), gen.target_of(d)) for d in train_items(task, int(n_total * share), seed)]
     random.Random(seed).shuffle(pairs)
     return pairs
+
+
+def skill_pairs(n: int, seed: int) -> list[tuple[str, str]]:
+    rng = random.Random(seed + 2)
+    return [SKILLS[name](rng) for name in SKILLS for _ in range(n // len(SKILLS))]
 
 
 def encode(tokenizer, pairs):
@@ -74,7 +84,7 @@ def batches(encoded, batch_size: int, rng: random.Random, pad_id: int, prompt_lo
 
 def train(out: Path, steps: int, batch_size: int = 64, lr: float = 1e-3, seed: int = TRAIN_SEED,
           n_examples: int = 120_000, log_every: int = 50, save_every: int = 500, heads: int = 8,
-          tie: bool = False, prompt_loss: bool = False) -> None:
+          tie: bool = False, prompt_loss: bool = False, skill_steps: int = 0) -> None:
     torch.manual_seed(seed)
     t0 = time.time()
     pairs = training_pairs(n_examples, seed)
@@ -89,10 +99,14 @@ def train(out: Path, steps: int, batch_size: int = 64, lr: float = 1e-3, seed: i
     schedule = lambda s: min(1.0, (s + 1) / warmup) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(s, steps) / steps)))
     sched = torch.optim.lr_scheduler.LambdaLR(opt, schedule)
     data = batches(encoded, batch_size, random.Random(seed), tokenizer.pad_token_id, prompt_loss)
+    # A short copying-only phase first: it forms the copy heads in ~150 steps, where the task mix alone
+    # had not formed them after 2,000.
+    skills = batches(encode(tokenizer, skill_pairs(20_000, seed)), batch_size, random.Random(seed),
+                     tokenizer.pad_token_id, prompt_loss)
     model.train()
     tokens, t_start = 0, time.time()
     for step in range(1, steps + 1):
-        ids, labels, mask = next(data)
+        ids, labels, mask = next(skills if step <= skill_steps else data)
         with torch.autocast("cpu", dtype=torch.bfloat16):
             loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
         loss.backward()
@@ -124,14 +138,15 @@ def main(argv=None) -> None:
     ap.add_argument("--batch-size", type=int, default=64)
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--heads", type=int, default=8)
-    ap.add_argument("--tie", action="store_true")
+    ap.add_argument("--untied", dest="tie", action="store_false", help="separate lm_head (default: tied)")
     ap.add_argument("--prompt-loss", action="store_true")
+    ap.add_argument("--skill-steps", type=int, default=300, help="copying-only warm-up steps")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--save-every", type=int, default=500)
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
     train(args.out, args.steps, args.batch_size, lr=args.lr, heads=args.heads, tie=args.tie,
-          save_every=args.save_every, prompt_loss=args.prompt_loss)
+          save_every=args.save_every, prompt_loss=args.prompt_loss, skill_steps=args.skill_steps)
 
 
 if __name__ == "__main__":
