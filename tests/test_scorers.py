@@ -71,3 +71,12 @@ def test_served_backend_applies_stops_beyond_the_servers_cap():
     assert len(stops) > MAX_SERVER_STOPS
     assert truncate_at_stops("    return x\n# done", stops) == "    return x"
     assert truncate_at_stops("    return x\n", stops) == "    return x\n"
+
+
+def test_wilson_interval_contains_the_estimate_at_the_edges():
+    from evals.stats import mean_ci, wilson
+    assert wilson(0, 12)[0] == 0.0 and wilson(12, 12)[1] == 1.0
+    for k in range(13):
+        low, high = wilson(k, 12)
+        assert low <= k / 12 <= high
+    assert mean_ci([0.5, 1.0, 0.0, 0.25])["ci_method"] == "bootstrap"
