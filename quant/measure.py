@@ -116,7 +116,11 @@ def _task_size(task: str) -> int:
 
 def _log_perf(ctx, name: str, result: dict) -> None:
     for p in result["points"]:
+        if p["errors"] == p["n"]:
+            ctx.reporter.log(f"  {name} c={p['concurrency']}: every request failed: {p.get('first_error')}",
+                             style="red")
+            continue
         ctx.reporter.log(f"  {name} c={p['concurrency']}: {p['output_tokens_per_s']:.0f} out tok/s, "
                          f"{p['requests_per_s']:.1f} req/s, TTFT p99 {p['ttft_ms']['p99']:.0f} ms, "
-                         f"TPOT p99 {p['tpot_ms']['p99']:.1f} ms")
+                         f"TPOT p99 {p['tpot_ms']['p99']:.1f} ms, errors {p['errors']}")
 

@@ -30,7 +30,6 @@ class StageError(Exception):
 @dataclass
 class Context:
     recipe: Recipe
-    recipe_path: Path | None
     out: Path
     cache: Cache
     model_dir: Path
@@ -54,7 +53,7 @@ def run_sweep(recipe: Recipe, out: Path, recipe_path: Path | None = None, cache_
     out = Path(out)
     model_dir = resolve_model(recipe.model, recipe_path.parent if recipe_path else None)
     engine_python = resolve_engine_python(recipe.engine.python)
-    ctx = Context(recipe=recipe, recipe_path=recipe_path, out=out, cache=Cache(cache_dir or out.parent / ".cache"),
+    ctx = Context(recipe=recipe, out=out, cache=Cache(cache_dir or out.parent / ".cache"),
                   model_dir=model_dir, model_key=tree_digest(model_dir), engine_python=engine_python,
                   engine_version=engine_version(engine_python), reporter=reporter, retry_failed=retry_failed)
     reporter.log(f"sweep [bold]{recipe.name}[/bold]: model {model_dir} · {len(recipe.variants)} variants · "
@@ -99,8 +98,7 @@ def _load_previous(out: Path, recipe: Recipe) -> dict:
 
 
 def _save(out: Path, results: dict) -> None:
-    ordered = {**results, "variants": dict(results["variants"])}
-    write_json(out / "results.json", ordered)
+    write_json(out / "results.json", results)
 
 
 # --- one variant -------------------------------------------------------------------------------------

@@ -63,8 +63,8 @@ def rows_for_task(results: dict, task: str) -> list[Row]:
             n=acc["n"] if acc else 0,
             delta=(acc["value"] - base["value"]) if acc and base else None,
             out_tok_s=point["output_tokens_per_s"] if point else None,
-            ttft_p99_ms=point["ttft_ms"]["p99"] if point else None,
-            tpot_p99_ms=point["tpot_ms"]["p99"] if point else None,
+            ttft_p99_ms=(point.get("ttft_ms") or {}).get("p99") if point else None,
+            tpot_p99_ms=(point.get("tpot_ms") or {}).get("p99") if point else None,
             size_bytes=v.get("size_bytes"), rss_bytes=v.get("memory", {}).get("server_rss_bytes")))
     mark_pareto(rows)
     return rows
