@@ -24,9 +24,6 @@ def render_pareto_png(results: dict, path: Path) -> Path:
             ax.errorbar(r.out_tok_s, r.accuracy, yerr=err, fmt="o", capsize=3,
                         color="tab:green" if r.pareto else "tab:blue")
             ax.annotate(r.variant, (r.out_tok_s, r.accuracy), textcoords="offset points", xytext=(4, 4), fontsize=8)
-        frontier = sorted((r for r in served if r.pareto), key=lambda r: r.out_tok_s)
-        if len(frontier) > 1:
-            ax.plot([r.out_tok_s for r in frontier], [r.accuracy for r in frontier], "--", color="tab:green", lw=1)
         unserved = [r for r in rows if r.out_tok_s is None]
         for r in unserved:  # accuracy only (engine could not serve): drawn on the left edge
             ax.axhline(r.accuracy, color="tab:red", lw=0.8, ls=":")
@@ -36,7 +33,7 @@ def render_pareto_png(results: dict, path: Path) -> Path:
         ax.set_xlabel(f"output tokens/s (concurrency {c})")
         ax.set_ylabel(metric_of(results, task))
         ax.grid(alpha=0.3)
-    fig.suptitle(f"{results['recipe_name']}: accuracy vs throughput (green = Pareto-optimal)")
+    fig.suptitle(f"{results['recipe_name']}: accuracy vs throughput (green = Pareto-optimal over accuracy, throughput and size)")
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
