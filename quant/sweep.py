@@ -10,6 +10,7 @@ import datetime as dt
 import json
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -138,6 +139,7 @@ def ensure_checkpoint(ctx: Context, variant: Variant) -> tuple[Path, str, dict]:
     else:
         ctx.reporter.log(f"  quantizing with llmcompressor ({_describe(variant)}) …")
         build = ctx.cache.staging("checkpoints", key)
+        started = time.time()
         proc = subprocess.run(
             [sys.executable, "-m", "quantize", "--model", str(ctx.model_dir),
              "--variant-json", variant.model_dump_json(), "--calibration-json",
@@ -149,11 +151,10 @@ def ensure_checkpoint(ctx: Context, variant: Variant) -> tuple[Path, str, dict]:
         if proc.returncode != 0:
             raise StageError(_last_error(proc.stderr) or f"exit code {proc.returncode} (see {log_path})")
         ctx.cache.commit("checkpoints", key, build)
+        ctx.reporter.log(f"  checkpoint ready in {time.time() - started:.1f}s")
     path = ctx.cache.path("checkpoints", key) / "model"
     manifest_path = path / "quant_manifest.json"
     manifest = read_json(manifest_path) if manifest_path.exists() else {}
-    if "quantization_seconds" in manifest:
-        ctx.reporter.log(f"  checkpoint ready (quantized in {manifest['quantization_seconds']:.1f}s)")
     return path, key, manifest
 
 
