@@ -49,7 +49,7 @@ def _run_eval(ctx, lm, task, key: str, n_hint: int) -> None:
 def measure_served(ctx, variant, checkpoint: Path, ckpt_key: str, record: dict, vdir: Path) -> str | None:
     """Evals and perf through a live server. Returns the engine's reason if it cannot serve the variant."""
     from evals.backends.served import ServedLM
-    from perf.engines.vllm import EngineStartError, VLLMServer
+    from perf.engines import ENGINES, EngineStartError
     from perf.run import requests_per_level, run_workload
     from quant.sweep import perf_key, task_key
 
@@ -62,9 +62,10 @@ def measure_served(ctx, variant, checkpoint: Path, ckpt_key: str, record: dict, 
         ctx.reporter.log(f"  starting {ctx.recipe.engine.kind} on 127.0.0.1 …")
         started = time.time()
         try:
-            with VLLMServer(checkpoint, python=ctx.engine_python, served_name=variant.name, args=engine_args,
-                            env=ctx.recipe.engine.env, startup_timeout_s=ctx.recipe.engine.startup_timeout_s,
-                            log_path=vdir / "server.log", dtype=ctx.recipe.engine.dtype) as server:
+            engine = ENGINES[ctx.recipe.engine.kind]
+            with engine(checkpoint, python=ctx.engine_python, served_name=variant.name, args=engine_args,
+                        env=ctx.recipe.engine.env, startup_timeout_s=ctx.recipe.engine.startup_timeout_s,
+                        log_path=vdir / "server.log", dtype=ctx.recipe.engine.dtype) as server:
                 record["serve_command"] = server.command
                 ctx.reporter.log(f"  server ready in {time.time() - started:.0f}s (pid {server.pid})")
                 lm = ServedLM(server.completions_url, variant.name, concurrency=ctx.recipe.eval_concurrency)
