@@ -73,7 +73,8 @@ def measure_served(ctx, variant, checkpoint: Path, ckpt_key: str, record: dict, 
                     _run_eval(ctx, lm, task, eval_keys[task.name], n_hint=_task_size(task.name))
                 for workload in todo_perf:
                     levels = ", ".join(map(str, workload.concurrency))
-                    total = sum(requests_per_level(workload, c) + workload.warmup_requests for c in workload.concurrency)
+                    total = sum(requests_per_level(workload, c) + workload.warmup_requests
+                                for c in workload.concurrency)
                     with ctx.reporter.bar(f"  perf {workload.name} (concurrency {levels})", total) as advance:
                         result = run_workload(server, variant.name, checkpoint, workload,
                                               progress=lambda done, _total: advance(1))

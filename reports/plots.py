@@ -20,7 +20,7 @@ def render_pareto_png(results: dict, path: Path) -> Path:
         rows = [r for r in rows_for_task(results, task) if r.accuracy is not None]
         served = [r for r in rows if r.out_tok_s is not None]
         for r in served:
-            err = [[max(0.0, r.accuracy - r.ci95[0])], [max(0.0, r.ci95[1] - r.accuracy)]]
+            err = [[r.accuracy - r.ci95[0]], [r.ci95[1] - r.accuracy]]
             ax.errorbar(r.out_tok_s, r.accuracy, yerr=err, fmt="o", capsize=3,
                         color="tab:green" if r.pareto else "tab:blue")
             ax.annotate(r.variant, (r.out_tok_s, r.accuracy), textcoords="offset points", xytext=(4, 4), fontsize=8)
@@ -33,7 +33,8 @@ def render_pareto_png(results: dict, path: Path) -> Path:
         ax.set_xlabel(f"output tokens/s (concurrency {c})")
         ax.set_ylabel(metric_of(results, task))
         ax.grid(alpha=0.3)
-    fig.suptitle(f"{results['recipe_name']}: accuracy vs throughput (green = Pareto-optimal over accuracy, throughput and size)")
+    fig.suptitle(f"{results['recipe_name']}: accuracy vs throughput "
+                 "(green = Pareto-optimal over accuracy, throughput and size)")
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)

@@ -1,15 +1,14 @@
 from pathlib import Path
 
-import datasets
-
 from evals.demo import code_gen
 from evals.execute import run_program
+from evals.registry import local_test_split
 
 HERE = Path(__file__).resolve().parent
 
 
 def load_dataset(**kwargs):
-    return datasets.DatasetDict({"test": datasets.load_dataset("json", data_files=str(HERE / "test.jsonl"), split="train")})
+    return local_test_split(HERE)
 
 
 def doc_to_text(doc):
