@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import _thread
 import asyncio
 import json
+import os
+import signal
 import sys
 import textwrap
 import threading
@@ -219,7 +220,8 @@ def test_engine_timeout_stops_the_process(tmp_path):
 
 def test_engine_ctrl_c_during_startup_stops_the_process(tmp_path):
     python = _engine(tmp_path, "import time\ntime.sleep(300)\n")
-    threading.Timer(1.0, _thread.interrupt_main).start()
+    # a real SIGINT, as Ctrl-C sends: unlike _thread.interrupt_main it also wakes blocking calls
+    threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT)).start()
     with pytest.raises(KeyboardInterrupt):
         with _server(tmp_path, python, timeout=60):
             pass
