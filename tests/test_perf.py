@@ -220,11 +220,16 @@ def test_engine_timeout_stops_the_process(tmp_path):
 
 def test_engine_ctrl_c_during_startup_stops_the_process(tmp_path):
     python = _engine(tmp_path, "import time\ntime.sleep(300)\n")
-    # a real SIGINT, as Ctrl-C sends: unlike _thread.interrupt_main it also wakes blocking calls
-    threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT)).start()
-    with pytest.raises(KeyboardInterrupt):
-        with _server(tmp_path, python, timeout=60):
-            pass
+    # Libraries imported by earlier tests may replace the SIGINT handler; Ctrl-C's default is what we test.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        # a real SIGINT, as Ctrl-C sends: unlike _thread.interrupt_main it also wakes blocking calls
+        threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT)).start()
+        with pytest.raises(KeyboardInterrupt):
+            with _server(tmp_path, python, timeout=60):
+                pass
+    finally:
+        signal.signal(signal.SIGINT, previous)
     assert _our_children() == []
 
 
