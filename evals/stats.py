@@ -38,3 +38,46 @@ def mean_ci(values: list[float]) -> dict:
     low, high = wilson(sum(values), n) if binary else bootstrap_mean(values)
     low, high = min(low, mean), max(high, mean)  # a percentile bootstrap of a skewed sample can miss the mean
     return {"value": mean, "n": n, "ci95": [low, high], "ci_method": "wilson" if binary else "bootstrap"}
+
+
+def mcnemar_exact(lost: int, gained: int) -> float:
+    """Two-sided exact McNemar p-value: a binomial test on the discordant pairs."""
+    n = lost + gained
+    if n == 0:
+        return 1.0
+    tail = sum(math.comb(n, k) for k in range(min(lost, gained) + 1)) / 2 ** n
+    return min(1.0, 2 * tail)
+
+
+def paired_difference(base: list[float], cand: list[float], z: float = Z95) -> dict:
+    """candidate - baseline on the same items: the mean difference with a 95% CI, flips and McNemar's p.
+
+    For 0/1 scores the interval is Bonett-Price's adjusted Wald for paired proportions (sane when no item
+    flipped); for graded scores, a normal interval on the per-item differences.
+    """
+    b, c = np.asarray(base, dtype=float), np.asarray(cand, dtype=float)
+    if b.shape != c.shape:
+        raise ValueError(f"paired scores need the same items ({b.size} vs {c.size})")
+    n = b.size
+    lost, gained = int((c < b).sum()), int((c > b).sum())
+    diff = float((c - b).mean()) if n else 0.0
+    binary = bool(np.isin(b, (0.0, 1.0)).all() and np.isin(c, (0.0, 1.0)).all())
+    if binary:
+        p_lost, p_gained = (lost + 1) / (n + 2), (gained + 1) / (n + 2)
+        centre = p_gained - p_lost
+        half = z * math.sqrt(max(p_lost + p_gained - centre ** 2, 0.0) / (n + 2))
+        low, high = centre - half, centre + half
+    else:
+        half = z * float((c - b).std(ddof=1)) / math.sqrt(n) if n > 1 else math.inf
+        low, high = diff - half, diff + half
+    return {"n": n, "diff": diff, "ci95": [max(low, -1.0), min(high, 1.0)], "lost": lost, "gained": gained,
+            "mcnemar_p": mcnemar_exact(lost, gained) if binary else None, "method": "paired"}
+
+
+def unpaired_difference(base: list[float], cand: list[float], z: float = Z95) -> dict:
+    """What lm-eval's model comparison does: a z-interval from each side's own standard error."""
+    b, c = np.asarray(base, dtype=float), np.asarray(cand, dtype=float)
+    se = math.sqrt(b.var(ddof=1) / b.size + c.var(ddof=1) / c.size) if min(b.size, c.size) > 1 else math.inf
+    diff = float(c.mean() - b.mean())
+    return {"n": int(min(b.size, c.size)), "diff": diff, "ci95": [diff - z * se, diff + z * se],
+            "method": "unpaired"}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -36,14 +37,17 @@ def cmd_sweep(args) -> int:
     except (ModelNotFound, EngineStartError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_ERROR
+    from quant.history import record
+    run_id = record(results, out, Path(args.recipe))
     print((out / "pareto.md").read_text())
+    print(f"recorded as run {run_id} (quant history)")
     failed = [n for n, v in results["variants"].items() if v["status"] == "failed"]
     return EXIT_FAIL if failed and args.strict else EXIT_OK
 
 
 def cmd_gate(args) -> int:
-    from reports.gate import ERROR, PASS, REGRESSION, GateInputError, compare, format_checks, junit_xml, \
-        load_policy, load_side, pick_variant
+    from reports.gate import EXIT, GateInputError, compare, load_policy, load_side, outcome, pick_variant
+    from reports.gate_output import format_checks, junit_xml, markdown
 
     try:
         base_results, base_variant = load_side(args.baseline)
@@ -51,45 +55,61 @@ def cmd_gate(args) -> int:
         baseline = pick_variant(base_results, base_variant, default_baseline=True, label="--baseline")
         candidate = pick_variant(cand_results, cand_variant, default_baseline=False, label="--candidate")
         policy = load_policy(Path(args.policy) if args.policy else None, cand_results)
+        if args.rule:
+            policy = policy.model_copy(update={"rule": args.rule})
         checks = compare(baseline, candidate, policy)
     except GateInputError as exc:
         print(f"gate error: {exc}", file=sys.stderr)
-        return ERROR
-    print(format_checks(checks, baseline["name"], candidate["name"]))
+        return EXIT["error"]
+    print(format_checks(checks, baseline["name"], candidate["name"], policy.rule))
     if args.junit:
         Path(args.junit).write_text(junit_xml(checks, f"quant-gate.{candidate['name']}"))
-    return PASS if all(c.passed for c in checks) else REGRESSION
+    if args.markdown:
+        Path(args.markdown).write_text(markdown(checks, baseline["name"], candidate["name"], policy.rule))
+    return EXIT[outcome(checks)]
 
 
 def cmd_choose(args) -> int:
     from perf.engines.vllm import serve_command
-    from reports.choose import choose
+    from reports.choose import ChooseError, choose, one_for_all, parse_slo
     from reports.gate import GateInputError, load_side
+    from reports.table import tasks_of
 
     try:
         results, _ = load_side(args.run)
-        choice = choose(results, args.task, args.max_drop)
-    except (GateInputError, KeyError) as exc:
+        slos = [parse_slo(s) for s in args.slo]
+        tasks = args.task or tasks_of(results)
+        choices = {t: choose(results, t, args.max_drop, slos, args.objective) for t in tasks}
+        shared = one_for_all(results, tasks, args.max_drop, slos, args.objective) if len(tasks) > 1 else None
+    except (GateInputError, ChooseError) as exc:
         print(f"choose error: {exc}", file=sys.stderr)
         return EXIT_ERROR
-    if choice is None:
-        print(f"no served variant keeps {args.task} within a drop of {args.max_drop}", file=sys.stderr)
-        return EXIT_FAIL
     engine_args = results["recipe"].get("engine", {}).get("args", {})
-    command = serve_command(choice.checkpoint, choice.variant, engine_args, cuda=args.cuda)
+    command = {t: serve_command(c.checkpoint, c.variant, engine_args, cuda=args.cuda)
+               for t, c in choices.items() if c}
+    constraints = f"drop <= {args.max_drop:.3f}" + "".join(f", {s}" for s in slos)
     if args.json:
-        print(json.dumps({"task": args.task, "variant": choice.variant, "accuracy": choice.accuracy,
-                          "drop": choice.drop, "output_tokens_per_s": choice.out_tok_s,
-                          "concurrency": choice.concurrency, "serve_command": command,
-                          "rejected": dict(choice.rejected)}, indent=2))
-        return EXIT_OK
-    print(f"{args.task}: deploy {choice.variant}")
-    print(f"  why: fastest variant within a drop of {args.max_drop:.3f} — accuracy {choice.accuracy:.3f} "
-          f"(drop {choice.drop:+.3f}), {choice.out_tok_s:.0f} output tok/s at concurrency {choice.concurrency}")
-    for name, why in choice.rejected:
-        print(f"  not {name}: {why}")
-    print(f"  serve: {command}")
-    return EXIT_OK
+        print(json.dumps({"objective": args.objective, "constraints": constraints, "one_variant_for_all": shared,
+                          "choices": {t: None if c is None else {
+                              "variant": c.variant, "accuracy": c.accuracy, "drop": c.drop,
+                              "output_tokens_per_s": c.out_tok_s, "concurrency": c.concurrency,
+                              "serve_command": command[t], "rejected": c.rejected} for t, c in choices.items()}},
+                         indent=2))
+    else:
+        for task, c in choices.items():
+            if c is None:
+                print(f"{task}: no served variant meets {constraints}")
+                continue
+            print(f"{task}: deploy {c.variant}")
+            print(f"  why: best {args.objective} with {constraints} — accuracy {c.accuracy:.3f} "
+                  f"(drop {c.drop:+.3f}), {c.out_tok_s:.0f} output tok/s at concurrency {c.concurrency}")
+            for name, why in c.rejected.items():
+                print(f"  not {name}: {why}")
+            print(f"  serve: {command[task]}")
+        if len(tasks) > 1:
+            print(f"one variant for all tasks: {shared}" if shared else
+                  "no single variant meets the constraints on every task")
+    return EXIT_OK if all(choices.values()) else EXIT_FAIL
 
 
 def cmd_report(args) -> int:
@@ -103,6 +123,48 @@ def cmd_report(args) -> int:
         return EXIT_ERROR
     for written in render_all(results_path.parent, read_json(results_path)):
         print(written)
+    if args.screenshot:
+        from reports.screenshot import NoBrowser, screenshot
+        try:
+            print(screenshot(results_path.parent / "report.html", results_path.parent / "report.png"))
+        except (NoBrowser, OSError, subprocess.TimeoutExpired) as exc:
+            print(f"report error: screenshot: {exc}", file=sys.stderr)
+            return EXIT_ERROR
+    return EXIT_OK
+
+
+def cmd_history(args) -> int:
+    from quant.history import db_path, runs
+
+    rows = runs(args.limit, args.recipe)
+    if not rows:
+        print(f"no runs recorded yet in {db_path()}")
+        return EXIT_OK
+    print(f"{'run id':<25} {'started':<21} {'recipe':<14} {'model':<12} {'commit':<8} baseline scores")
+    for r in rows:
+        res = r["results"]
+        base = res["variants"].get(res["baseline"], {}).get("accuracy", {})
+        scores = " ".join(f"{t}={a['value']:.3f}" for t, a in base.items())
+        print(f"{r['run_id']:<25} {r['started'][:19]:<21} {r['recipe_name']:<14} {r['model'][-12:]:<12} "
+              f"{(r['git_commit'] or '-')[:8]:<8} {scores}")
+    return EXIT_OK
+
+
+def cmd_compare(args) -> int:
+    from quant.history import compare, load_run
+
+    try:
+        a, b = load_run(args.run_a), load_run(args.run_b)
+    except (LookupError, OSError, ValueError) as exc:
+        print(f"compare error: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    rows = compare(a, b)
+    if not rows:
+        print("the two runs share no variant and task")
+        return EXIT_OK
+    print(f"{'variant':<20} {'task':<18} {'metric':<12} {'run A':>8} {'run B':>8} {'delta':>8}")
+    for r in rows:
+        print(f"{r['variant']:<20} {r['task']:<18} {r['metric']:<12} {r['a']:8.3f} {r['b']:8.3f} {r['delta']:+8.3f}")
     return EXIT_OK
 
 
@@ -112,8 +174,10 @@ def cmd_demo(args) -> int:
         for task, path in write_test_sets().items():
             print(f"{task}: {path}")
     else:
-        from quant.demo.train import main as train_main
-        train_main(["--steps", str(args.steps)] + (["--out", args.out] if args.out else []))
+        import torch
+        from quant.demo.train import DEMO_MODEL_DIR, build_demo_model
+        torch.set_num_threads(os.cpu_count() or 1)
+        build_demo_model(Path(args.out) if args.out else DEMO_MODEL_DIR)
     return EXIT_OK
 
 
@@ -131,16 +195,22 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--quiet", action="store_true")
     s.set_defaults(func=cmd_sweep)
 
-    g = sub.add_parser("gate", help="exit 1 when the candidate regressed (0 pass, 2 bad input)")
+    g = sub.add_parser("gate", help="0 pass, 1 regression, 2 bad input, 3 inconclusive (more items needed)")
     g.add_argument("--baseline", required=True, help="run dir or results.json[:VARIANT] (default: its baseline)")
     g.add_argument("--candidate", required=True, help="run dir or results.json[:VARIANT]")
-    g.add_argument("--policy", help="YAML with max_drop and per_task (default: the candidate recipe's gates)")
-    g.add_argument("--junit", help="write JUnit XML here")
+    g.add_argument("--policy", help="YAML like a recipe's gates: section (default: the candidate recipe's gates)")
+    g.add_argument("--rule", choices=["point", "significant", "non-inferiority"],
+                   help="override the policy's rule (default: point)")
+    g.add_argument("--junit", help="write JUnit XML here (one test case per task and metric)")
+    g.add_argument("--markdown", help="write a Markdown summary here (for a pull-request comment)")
     g.set_defaults(func=cmd_gate)
 
-    c = sub.add_parser("choose", help="the variant to deploy for a task, with its serve command")
+    c = sub.add_parser("choose", help="the variant to deploy per task, why, and its serve command")
     c.add_argument("run")
-    c.add_argument("--task", required=True)
+    c.add_argument("--task", action="append", help="repeatable (default: every task in the run)")
+    c.add_argument("--slo", action="append", default=[], metavar="METRIC=LIMIT",
+                   help="e.g. ttft_p99=500ms, tpot_p50=50ms, e2e_p99=2s (repeatable)")
+    c.add_argument("--objective", choices=["throughput", "latency", "memory"], default="throughput")
     c.add_argument("--max-drop", type=float, default=0.01, help="allowed absolute accuracy drop (default 0.01)")
     c.add_argument("--cuda", action="store_true", help="print the command for a CUDA machine")
     c.add_argument("--json", action="store_true")
@@ -148,11 +218,22 @@ def build_parser() -> argparse.ArgumentParser:
 
     r = sub.add_parser("report", help="re-render reports from a run's results.json")
     r.add_argument("run")
+    r.add_argument("--screenshot", action="store_true", help="also render report.html in headless Chromium "
+                   "to report.png")
     r.set_defaults(func=cmd_report)
+
+    h = sub.add_parser("history", help="list recorded sweeps (SQLite; $QUANT_HISTORY_DB)")
+    h.add_argument("--limit", type=int, default=20)
+    h.add_argument("--recipe", help="only runs of this recipe name")
+    h.set_defaults(func=cmd_history)
+
+    m = sub.add_parser("compare", help="per-task deltas between two runs (ids from history, or run dirs)")
+    m.add_argument("run_a")
+    m.add_argument("run_b")
+    m.set_defaults(func=cmd_compare)
 
     d = sub.add_parser("demo", help="rebuild the shipped demo assets")
     d.add_argument("what", choices=["build-tasks", "build-model"])
-    d.add_argument("--steps", type=int, default=2400)
     d.add_argument("--out")
     d.set_defaults(func=cmd_demo)
     return p

@@ -98,12 +98,30 @@ class Perf(_Strict):
     workloads: list[Workload] = Field(default_factory=lambda: [Workload(name="fixed-128-64")])
 
 
+class PerfGates(_Strict):
+    max_throughput_drop: float | None = Field(default=None, ge=0, le=1)  # fraction of baseline output tok/s
+    ttft_p99_ms: float | None = Field(default=None, gt=0)                # SLO on the candidate's TTFT p99
+    tpot_p99_ms: float | None = Field(default=None, gt=0)
+
+
 class Gates(_Strict):
+    """When a candidate counts as a regression (see reports/gate_rules.py for the rules)."""
+    rule: Literal["point", "significant", "non-inferiority"] = "point"
     max_drop: float = Field(default=0.05, ge=0, le=1)   # absolute accuracy (fraction) a task may lose
+    max_relative_drop: float | None = Field(default=None, ge=0, le=1)  # fraction of the baseline's score
     per_task: dict[str, float] = Field(default_factory=dict)
+    min_n: int = Field(default=30, ge=1)                 # fewer paired items than this: inconclusive
+    confidence: float = Field(default=0.95, gt=0.5, lt=1)
+    perf: PerfGates = Field(default_factory=PerfGates)
 
     def max_drop_for(self, task: str) -> float:
         return self.per_task.get(task, self.max_drop)
+
+    def margin_for(self, task: str, baseline_score: float) -> float:
+        margin = self.max_drop_for(task)
+        if self.max_relative_drop is not None:
+            margin = min(margin, self.max_relative_drop * baseline_score)
+        return margin
 
 
 class Recipe(_Strict):

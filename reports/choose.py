@@ -1,42 +1,106 @@
-"""`quant choose`: the fastest variant whose accuracy on a task stays within an allowed drop."""
+"""`quant choose`: per task, the best variant to deploy within an accuracy drop and latency SLOs."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field
 
 from reports.table import headline_point
+
+OBJECTIVES = {  # objective -> (what it reads, larger is better)
+    "throughput": (lambda v, p: p["output_tokens_per_s"], True),
+    "latency": (lambda v, p: (p.get("e2e_ms") or p.get("ttft_ms") or {}).get("p99", float("inf")), False),
+    "memory": (lambda v, p: v.get("size_bytes") or float("inf"), False),
+}
+SLO_METRICS = {"ttft": "ttft_ms", "tpot": "tpot_ms", "itl": "itl_ms", "e2e": "e2e_ms"}
+_SLO = re.compile(r"^(ttft|tpot|itl|e2e)_(p50|p90|p99|mean)\s*(<=|=)\s*([0-9.]+)\s*(ms|s)?$")
+
+
+class ChooseError(Exception):
+    pass
+
+
+@dataclass
+class Slo:
+    metric: str
+    stat: str
+    limit_ms: float
+
+    def read(self, point: dict) -> float | None:
+        return (point.get(SLO_METRICS[self.metric]) or {}).get(self.stat)
+
+    def __str__(self) -> str:
+        return f"{self.metric}_{self.stat} <= {self.limit_ms:g} ms"
+
+
+def parse_slo(text: str) -> Slo:
+    m = _SLO.match(text.strip())
+    if not m:
+        raise ChooseError(f"--slo {text!r}: expected e.g. ttft_p99=500ms (metrics ttft, tpot, itl, e2e; "
+                          f"stats p50, p90, p99, mean; units ms or s)")
+    metric, stat, _, value, unit = m.groups()
+    return Slo(metric, stat, float(value) * (1000 if unit == "s" else 1))
 
 
 @dataclass
 class Choice:
+    task: str
     variant: str
     accuracy: float
     drop: float
     out_tok_s: float
     concurrency: int
     checkpoint: str
-    rejected: list[tuple[str, str]]
+    score: float
+    rejected: dict[str, str] = field(default_factory=dict)
 
 
-def choose(results: dict, task: str, max_drop: float) -> Choice | None:
-    base = results["variants"][results["baseline"]]["accuracy"].get(task)
+def candidates(results: dict, task: str, max_drop: float, slos: list[Slo], objective: str) -> tuple[list[Choice], dict]:
+    baseline = results["variants"][results["baseline"]]
+    base = baseline.get("accuracy", {}).get(task)
     if base is None:
-        raise KeyError(f"no results for task {task!r}; tasks: "
-                       f"{', '.join(results['variants'][results['baseline']]['accuracy'])}")
-    best, rejected = None, []
+        raise ChooseError(f"no results for task {task!r}; tasks: {', '.join(baseline.get('accuracy', {}))}")
+    read, _ = OBJECTIVES[objective]
+    ok, rejected = [], {}
     for name, v in results["variants"].items():
         acc, point = v.get("accuracy", {}).get(task), headline_point(v)
         if v["status"] != "ok" or point is None or acc is None:
-            rejected.append((name, f"{v['status']}: {v.get('reason') or 'not served'}"))
+            rejected[name] = f"{v['status']}: {v.get('reason') or 'not served'}"
             continue
         drop = base["value"] - acc["value"]
         if drop > max_drop + 1e-12:
-            rejected.append((name, f"drop {drop:.3f} > {max_drop:.3f}"))
+            rejected[name] = f"accuracy drop {drop:.3f} > {max_drop:.3f}"
             continue
-        candidate = Choice(name, acc["value"], drop, point["output_tokens_per_s"], point["concurrency"],
-                           v["checkpoint"], [])
-        if best is None or candidate.out_tok_s > best.out_tok_s:
-            best = candidate
-    if best:
-        best.rejected = rejected
+        missed = [f"{slo.metric}_{slo.stat} {slo.read(point):.0f} ms > {slo.limit_ms:g} ms" for slo in slos
+                  if slo.read(point) is None or slo.read(point) > slo.limit_ms]
+        if missed:
+            rejected[name] = "; ".join(missed)
+            continue
+        ok.append(Choice(task, name, acc["value"], drop, point["output_tokens_per_s"], point["concurrency"],
+                         v["checkpoint"], read(v, point)))
+    return ok, rejected
+
+
+def choose(results: dict, task: str, max_drop: float, slos: list[Slo] = (), objective: str = "throughput") -> Choice | None:
+    ok, rejected = candidates(results, task, max_drop, list(slos), objective)
+    if not ok:
+        return None
+    _, larger_is_better = OBJECTIVES[objective]
+    best = (max if larger_is_better else min)(ok, key=lambda c: c.score)
+    best.rejected = rejected
     return best
+
+
+def one_for_all(results: dict, tasks: list[str], max_drop: float, slos: list[Slo], objective: str) -> str | None:
+    """The best variant that meets every task's constraints, if any does."""
+    allowed = None
+    scores = {}
+    for task in tasks:
+        ok, _ = candidates(results, task, max_drop, list(slos), objective)
+        names = {c.variant for c in ok}
+        scores.update({c.variant: c.score for c in ok})
+        allowed = names if allowed is None else allowed & names
+    if not allowed:
+        return None
+    _, larger_is_better = OBJECTIVES[objective]
+    return (max if larger_is_better else min)(sorted(allowed), key=lambda n: scores[n])

@@ -1,17 +1,19 @@
-"""`quant gate`: does a candidate lose more accuracy than allowed against a baseline?"""
+"""`quant gate`: does a candidate lose more than allowed against a baseline, and does the data say so?"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from xml.sax.saxutils import escape
 
 import yaml
 
 from quant.recipe import Gates
 from quant.store import read_json
+from reports.gate_rules import INCONCLUSIVE, PASS, REGRESSION, Verdict, decide, z_for
+from reports.samples import ItemMismatch, item_scores, paired_scores
+from reports.table import headline_point
 
-PASS, REGRESSION, ERROR = 0, 1, 2
+EXIT = {PASS: 0, REGRESSION: 1, "error": 2, INCONCLUSIVE: 3}
 
 
 class GateInputError(Exception):
@@ -24,7 +26,9 @@ class Check:
     metric: str
     baseline: float
     candidate: float
-    max_drop: float
+    margin: float
+    verdict: Verdict
+    comparison: dict = field(default_factory=dict)   # paired statistics, where per-item scores exist
 
     @property
     def drop(self) -> float:
@@ -32,7 +36,7 @@ class Check:
 
     @property
     def passed(self) -> bool:
-        return self.drop <= self.max_drop + 1e-12
+        return self.verdict.outcome == PASS
 
 
 def load_side(spec: str) -> tuple[dict, str | None]:
@@ -46,9 +50,11 @@ def load_side(spec: str) -> tuple[dict, str | None]:
     if not path.is_file():
         raise GateInputError(f"{spec}: no results.json there")
     try:
-        return read_json(path), variant
+        results = read_json(path)
     except ValueError as exc:
         raise GateInputError(f"{path}: not valid JSON ({exc})") from None
+    results["_run_dir"] = str(path.parent)
+    return results, variant
 
 
 def pick_variant(results: dict, variant: str | None, default_baseline: bool, label: str) -> dict:
@@ -63,7 +69,7 @@ def pick_variant(results: dict, variant: str | None, default_baseline: bool, lab
                                  f"(one of {', '.join(names)})")
     if variant not in results["variants"]:
         raise GateInputError(f"{label}: no variant {variant!r} (have {', '.join(names)})")
-    return results["variants"][variant] | {"name": variant}
+    return results["variants"][variant] | {"name": variant, "_run_dir": results.get("_run_dir")}
 
 
 def load_policy(path: Path | None, candidate_results: dict) -> Gates:
@@ -75,6 +81,63 @@ def load_policy(path: Path | None, candidate_results: dict) -> Gates:
         raise GateInputError(f"policy {path}: {str(exc).splitlines()[0]}") from None
 
 
+def paired(baseline: dict, candidate: dict, task: str, metric: str, confidence: float) -> dict | None:
+    base = item_scores(baseline.get("_run_dir"), baseline["name"], task, metric)
+    cand = item_scores(candidate.get("_run_dir"), candidate["name"], task, metric)
+    if base is None or cand is None:
+        return None
+    try:
+        return paired_scores(base, cand, task, z=z_for(confidence))
+    except ItemMismatch as exc:
+        raise GateInputError(str(exc)) from None
+
+
+def accuracy_check(task: str, base: dict, cand: dict, baseline: dict, candidate: dict, policy: Gates) -> Check:
+    margin = policy.margin_for(task, base["value"])
+    drop = base["value"] - cand["value"]
+    stats = paired(baseline, candidate, task, base["metric"], policy.confidence)
+    if stats is None:
+        if policy.rule != "point":
+            raise GateInputError(f"{task}: rule {policy.rule!r} needs per-item scores "
+                                 f"(variants/<name>/evals/{task}.jsonl next to results.json)")
+        low = high = drop
+        n = min(base["n"], cand["n"])
+    else:
+        low, high = -stats["ci95"][1], -stats["ci95"][0]
+        n = stats["n"]
+    verdict = decide(policy.rule, drop, low, high, n, margin, policy.min_n, policy.confidence)
+    return Check(task, base["metric"], base["value"], cand["value"], margin, verdict, stats or {})
+
+
+def perf_checks(baseline: dict, candidate: dict, policy: Gates) -> list[Check]:
+    rules = policy.perf
+    if not any(v is not None for v in rules.model_dump().values()):
+        return []
+    base_point, cand_point = headline_point(baseline), headline_point(candidate)
+    if cand_point is None:
+        raise GateInputError(f"perf gates set but candidate {candidate['name']} has no perf results "
+                             f"(status {candidate.get('status')}: {candidate.get('reason')})")
+    checks = []
+    if rules.max_throughput_drop is not None:
+        if base_point is None:
+            raise GateInputError(f"baseline {baseline['name']} has no perf results")
+        base_tps, cand_tps = base_point["output_tokens_per_s"], cand_point["output_tokens_per_s"]
+        allowed = base_tps * (1 - rules.max_throughput_drop)
+        ok = cand_tps >= allowed
+        reason = f"{cand_tps:.0f} tok/s {'>=' if ok else '<'} {allowed:.0f} allowed"
+        checks.append(Check("perf", "output_tok_s", base_tps, cand_tps, base_tps - allowed,
+                            Verdict(PASS if ok else REGRESSION, reason)))
+    for metric, slo in (("ttft_ms", rules.ttft_p99_ms), ("tpot_ms", rules.tpot_p99_ms)):
+        if slo is None:
+            continue
+        value = (cand_point.get(metric) or {}).get("p99")
+        base_value = (base_point or {}).get(metric, {}).get("p99", float("nan"))
+        ok = value is not None and value <= slo
+        checks.append(Check("perf", f"{metric[:-3]}_p99_ms", base_value, value if value is not None else float("nan"),
+                            slo, Verdict(PASS if ok else REGRESSION, f"p99 {value} ms vs SLO {slo} ms")))
+    return checks
+
+
 def compare(baseline: dict, candidate: dict, policy: Gates) -> list[Check]:
     checks = []
     for task, base in baseline.get("accuracy", {}).items():
@@ -82,27 +145,12 @@ def compare(baseline: dict, candidate: dict, policy: Gates) -> list[Check]:
         if cand is None:
             raise GateInputError(f"candidate {candidate['name']} has no result for task {task} "
                                  f"(status {candidate.get('status')}: {candidate.get('reason')})")
-        checks.append(Check(task, base["metric"], base["value"], cand["value"], policy.max_drop_for(task)))
+        checks.append(accuracy_check(task, base, cand, baseline, candidate, policy))
     if not checks:
         raise GateInputError(f"baseline {baseline['name']} has no accuracy results")
-    return checks
+    return checks + perf_checks(baseline, candidate, policy)
 
 
-def junit_xml(checks: list[Check], suite: str) -> str:
-    failures = sum(not c.passed for c in checks)
-    cases = []
-    for c in checks:
-        body = "" if c.passed else (f'<failure message="{escape(c.metric)} dropped {c.drop:.4f} '
-                                    f'&gt; {c.max_drop:.4f}"/>')
-        cases.append(f'  <testcase classname="{escape(suite)}" name="{escape(c.task)}.{escape(c.metric)}">{body}</testcase>')
-    return (f'<?xml version="1.0" encoding="utf-8"?>\n<testsuite name="{escape(suite)}" tests="{len(checks)}" '
-            f'failures="{failures}">\n' + "\n".join(cases) + "\n</testsuite>\n")
-
-
-def format_checks(checks: list[Check], baseline: str, candidate: str) -> str:
-    lines = [f"gate: {candidate} vs {baseline}",
-             f"{'task':<20} {'metric':<12} {'baseline':>9} {'candidate':>9} {'drop':>8} {'allowed':>8}  result"]
-    for c in checks:
-        lines.append(f"{c.task:<20} {c.metric:<12} {c.baseline:9.3f} {c.candidate:9.3f} {c.drop:+8.3f} "
-                     f"{c.max_drop:8.3f}  {'PASS' if c.passed else 'REGRESSION'}")
-    return "\n".join(lines)
+def outcome(checks: list[Check]) -> str:
+    outcomes = {c.verdict.outcome for c in checks}
+    return REGRESSION if REGRESSION in outcomes else INCONCLUSIVE if INCONCLUSIVE in outcomes else PASS

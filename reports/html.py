@@ -6,38 +6,43 @@ import base64
 import html
 from pathlib import Path
 
-from reports.markdown import mb, num
+from reports.markdown import mb, num, paired_cell
 from reports.table import headline_concurrency, rows_for_task, tasks_of
 
 STYLE = """body{font-family:system-ui,sans-serif;margin:2rem;color:#222}table{border-collapse:collapse;margin:1rem 0}
-td,th{border:1px solid #ccc;padding:.3rem .6rem;text-align:right}td:nth-child(2),th:nth-child(2){text-align:left}
+td,th{border:1px solid #ccc;padding:.3rem .6rem;text-align:right}td{white-space:nowrap}td:nth-child(2),th:nth-child(2){text-align:left}
 tr.pareto{background:#eefbe9}.bad{color:#b00}.warn{color:#a60}img{max-width:100%}"""
 
 
-def render_html(results: dict, png: Path | None) -> str:
+HEADERS = ("", "variant", "accuracy [95% CI]", "Δ vs baseline", "paired Δ [95% CI], lost/gained, McNemar p",
+           "out tok/s", "TTFT p99 ms", "TPOT p99 ms", "E2E p99 ms", "size", "server RSS", "status")
+
+
+def render_html(results: dict, png: Path | None, run_dir: Path | None = None) -> str:
     e = html.escape
     c = headline_concurrency(results)
     parts = [f"<!doctype html><meta charset='utf-8'><title>{e(results['recipe_name'])} — quant-suite</title>",
              f"<style>{STYLE}</style><h1>{e(results['recipe_name'])}</h1>",
              f"<p>Model <code>{e(str(results['model']))}</code>, baseline <b>{e(results['baseline'])}</b>. "
-             f"Perf at concurrency {c}. Green rows are Pareto-optimal (accuracy, output tokens/s, size).</p>"]
+             f"Perf at concurrency {c}. Green rows are Pareto-optimal (accuracy, output tokens/s, E2E p99 latency, size). "
+             f"<i>Paired</i>: difference to the baseline on the same items (95% CI), items lost/gained, "
+             f"McNemar's exact p.</p>"]
     if png and png.exists():
         data = base64.b64encode(png.read_bytes()).decode()
         parts.append(f"<img alt='accuracy vs throughput' src='data:image/png;base64,{data}'>")
     for task in tasks_of(results):
-        parts.append(f"<h2>{e(task)}</h2><table><tr><th></th><th>variant</th><th>accuracy [95% CI]</th>"
-                     "<th>Δ vs baseline</th><th>out tok/s</th><th>TTFT p99 ms</th><th>TPOT p99 ms</th>"
-                     "<th>size</th><th>server RSS</th><th>status</th></tr>")
-        for r in sorted(rows_for_task(results, task), key=lambda r: -(r.accuracy or -1)):
+        parts.append(f"<h2>{e(task)}</h2><table><tr>" + "".join(f"<th>{h}</th>" for h in HEADERS) + "</tr>")
+        for r in sorted(rows_for_task(results, task, run_dir), key=lambda r: -(r.accuracy or -1)):
             acc = f"{r.accuracy:.3f} [{r.ci95[0]:.3f}, {r.ci95[1]:.3f}]" if r.accuracy is not None else "-"
-            delta_cls = "bad" if r.delta is not None and r.delta < -0.02 else ""
             status = r.status + (" (in-process eval)" if r.backend == "inprocess" else "")
-            parts.append(
-                f"<tr class='{'pareto' if r.pareto else ''}'><td>{'★' if r.pareto else ''}</td><td>{e(r.variant)}</td>"
-                f"<td>{acc}</td><td class='{delta_cls}'>{'-' if r.delta is None else f'{r.delta:+.3f}'}</td>"
-                f"<td>{num(r.out_tok_s, '.0f')}</td><td>{num(r.ttft_p99_ms, '.1f')}</td><td>{num(r.tpot_p99_ms, '.2f')}</td>"
-                f"<td>{mb(r.size_bytes)}</td><td>{mb(r.rss_bytes)}</td><td class='{'' if r.status == 'ok' else 'warn'}'>"
-                f"{e(status)}</td></tr>")
+            cells = [("", "★" if r.pareto else ""), ("", e(r.variant)), ("", acc),
+                     ("bad" if r.delta is not None and r.delta < -0.02 else "",
+                      "-" if r.delta is None else f"{r.delta:+.3f}"),
+                     ("", e(paired_cell(r))), ("", num(r.out_tok_s, ".0f")), ("", num(r.ttft_p99_ms, ".1f")),
+                     ("", num(r.tpot_p99_ms, ".2f")), ("", num(r.e2e_p99_ms, ".0f")), ("", mb(r.size_bytes)),
+                     ("", mb(r.rss_bytes)), ("" if r.status == "ok" else "warn", e(status))]
+            parts.append(f"<tr class='{'pareto' if r.pareto else ''}'>"
+                         + "".join(f"<td class='{cls}'>{text}</td>" for cls, text in cells) + "</tr>")
         parts.append("</table>")
     failures = [(n, v) for n, v in results["variants"].items() if v["status"] != "ok"]
     if failures:

@@ -13,23 +13,36 @@ def num(x: float | None, fmt: str) -> str:
     return format(x, fmt) if x is not None else "-"
 
 
-def render_markdown(results: dict) -> str:
+def paired_cell(r) -> str:
+    """Δ against the baseline on the same items: paired 95% CI, flips (right→wrong/wrong→right), McNemar p."""
+    if not r.paired:
+        return "-"
+    p = r.paired
+    mcnemar = f" p={p['mcnemar_p']:.2g}" if p.get("mcnemar_p") is not None else ""
+    return f"[{p['ci95'][0]:+.3f}, {p['ci95'][1]:+.3f}] −{p['lost']}/+{p['gained']}{mcnemar}"
+
+
+def render_markdown(results: dict, run_dir=None) -> str:
     c = headline_concurrency(results)
     lines = [f"# {results['recipe_name']}: accuracy vs performance", "",
              f"Baseline: **{results['baseline']}**. Perf at concurrency {c} (highest measured level). "
-             "★ = Pareto-optimal over accuracy, output tokens/s and size. 95% CIs in brackets.", ""]
+             "★ = Pareto-optimal over accuracy, output tokens/s, E2E p99 latency and size. 95% CIs in brackets; "
+             "*paired* = the difference to the baseline on the same items (95% CI), items lost/gained, "
+             "McNemar's exact p.", ""]
     for task in tasks_of(results):
-        rows = rows_for_task(results, task)
+        rows = rows_for_task(results, task, run_dir)
         metric = metric_of(results, task)
         lines += [f"## {task} ({metric})", "",
-                  "| | variant | accuracy | Δ vs baseline | out tok/s | TTFT p99 ms | TPOT p99 ms | size | status |",
-                  "|---|---|---|---|---|---|---|---|---|"]
+                  "| | variant | accuracy | Δ vs baseline | paired | out tok/s | TTFT p99 ms | TPOT p99 ms "
+                  "| E2E p99 ms | size | status |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|"]
         for r in sorted(rows, key=lambda r: -(r.accuracy or -1)):
             acc = f"{r.accuracy:.3f} [{r.ci95[0]:.3f}, {r.ci95[1]:.3f}]" if r.accuracy is not None else "-"
             delta = f"{r.delta:+.3f}" if r.delta is not None else "-"
             status = r.status + (" (in-process eval)" if r.backend == "inprocess" else "")
-            lines.append(f"| {'★' if r.pareto else ''} | {r.variant} | {acc} | {delta} | {num(r.out_tok_s, '.0f')} "
-                         f"| {num(r.ttft_p99_ms, '.1f')} | {num(r.tpot_p99_ms, '.2f')} | {mb(r.size_bytes)} | {status} |")
+            lines.append(f"| {'★' if r.pareto else ''} | {r.variant} | {acc} | {delta} | {paired_cell(r)} "
+                         f"| {num(r.out_tok_s, '.0f')} | {num(r.ttft_p99_ms, '.1f')} | {num(r.tpot_p99_ms, '.2f')} "
+                         f"| {num(r.e2e_p99_ms, '.0f')} | {mb(r.size_bytes)} | {status} |")
         lines.append("")
     failures = [(n, v) for n, v in results["variants"].items() if v["status"] != "ok"]
     if failures:

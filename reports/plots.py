@@ -1,4 +1,5 @@
-"""pareto.png: accuracy vs output throughput, one panel per task, 95% CIs as error bars."""
+"""pareto.png: per task, accuracy vs output throughput (top) and vs size on disk (bottom); 95% CIs as
+error bars, Pareto-optimal variants in green, variants the engine could not serve as dotted lines."""
 
 from __future__ import annotations
 
@@ -11,32 +12,42 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from reports.table import headline_concurrency, metric_of, rows_for_task, tasks_of  # noqa: E402
 
+AXES = (("out_tok_s", "output tokens/s (concurrency {c})", 1.0),
+        ("size_bytes", "size on disk (MB)", 1e-6))
 
-def render_pareto_png(results: dict, path: Path) -> Path:
-    tasks = tasks_of(results)
-    fig, axes = plt.subplots(1, max(1, len(tasks)), figsize=(5.2 * max(1, len(tasks)), 4.4), squeeze=False)
-    c = headline_concurrency(results)
-    for ax, task in zip(axes[0], tasks):
-        rows = [r for r in rows_for_task(results, task) if r.accuracy is not None]
-        served = [r for r in rows if r.out_tok_s is not None]
-        for r in served:
-            err = [[r.accuracy - r.ci95[0]], [r.ci95[1] - r.accuracy]]
-            ax.errorbar(r.out_tok_s, r.accuracy, yerr=err, fmt="o", capsize=3,
-                        color="tab:green" if r.pareto else "tab:blue")
-            ax.annotate(r.variant, (r.out_tok_s, r.accuracy), textcoords="offset points", xytext=(4, 4), fontsize=8)
-        unserved = [r for r in rows if r.out_tok_s is None]
-        for r in unserved:  # accuracy only (engine could not serve): drawn on the left edge
+
+def _panel(ax, rows, attr: str, scale: float, served_only: bool) -> None:
+    placed = [r for r in rows if getattr(r, attr) is not None and (r.out_tok_s is not None or not served_only)]
+    for r in placed:
+        x = getattr(r, attr) * scale
+        err = [[r.accuracy - r.ci95[0]], [r.ci95[1] - r.accuracy]]
+        ax.errorbar(x, r.accuracy, yerr=err, fmt="o", capsize=3,
+                    color="tab:green" if r.pareto else "tab:blue" if r.out_tok_s is not None else "tab:red")
+        ax.annotate(r.variant, (x, r.accuracy), textcoords="offset points", xytext=(4, 4), fontsize=8)
+    for r in rows:
+        if r not in placed:  # accuracy only (the engine could not serve it)
             ax.axhline(r.accuracy, color="tab:red", lw=0.8, ls=":")
             ax.annotate(f"{r.variant} (not served)", (0.01, r.accuracy), xycoords=("axes fraction", "data"),
                         fontsize=7, color="tab:red", xytext=(0, 2), textcoords="offset points")
-        ax.set_title(task)
-        ax.set_xlabel(f"output tokens/s (concurrency {c})")
-        ax.set_ylabel(metric_of(results, task))
-        ax.grid(alpha=0.3)
-    fig.suptitle(f"{results['recipe_name']}: accuracy vs throughput "
-                 "(green = Pareto-optimal over accuracy, throughput and size)")
+    ax.grid(alpha=0.3)
+
+
+def render_pareto_png(results: dict, path: Path, run_dir: Path | None = None) -> Path:
+    tasks = tasks_of(results) or ["-"]
+    fig, axes = plt.subplots(2, len(tasks), figsize=(5.2 * len(tasks), 8.4), squeeze=False)
+    c = headline_concurrency(results)
+    for col, task in enumerate(tasks):
+        rows = [r for r in rows_for_task(results, task, run_dir) if r.accuracy is not None]
+        for row, (attr, label, scale) in enumerate(AXES):
+            ax = axes[row][col]
+            _panel(ax, rows, attr, scale, served_only=attr == "out_tok_s")
+            ax.set_title(task)
+            ax.set_xlabel(label.format(c=c))
+            ax.set_ylabel(metric_of(results, task))
+    fig.suptitle(f"{results['recipe_name']}: accuracy vs throughput and size (green = Pareto-optimal over "
+                 "accuracy, throughput, p99 latency and size; red = not served, scored in-process)")
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=100)
     plt.close(fig)
     return path

@@ -13,7 +13,7 @@ from reports.plots import render_pareto_png
 def render_all(out: Path, results: dict) -> list[Path]:
     out = Path(out)
     md, png, page = out / "pareto.md", out / "pareto.png", out / "report.html"
-    write_text(md, render_markdown(results))
-    render_pareto_png(results, png)
-    write_text(page, render_html(results, png))
+    write_text(md, render_markdown(results, out))
+    render_pareto_png(results, png, out)
+    write_text(page, render_html(results, png, out))
     return [md, png, page]

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
+
+from reports.samples import ItemMismatch, item_scores, paired_scores
 
 
 @dataclass
@@ -17,8 +20,10 @@ class Row:
     out_tok_s: float | None
     ttft_p99_ms: float | None
     tpot_p99_ms: float | None
+    e2e_p99_ms: float | None
     size_bytes: int | None
     rss_bytes: int | None
+    paired: dict | None = None   # against the baseline on the same items (evals.stats.paired_difference)
     pareto: bool = False
 
 
@@ -51,34 +56,51 @@ def metric_of(results: dict, task: str) -> str:
                  if task in v.get("accuracy", {})), "accuracy")
 
 
-def rows_for_task(results: dict, task: str) -> list[Row]:
+def paired_vs_baseline(results: dict, run_dir: Path | None, variant: str, task: str, metric: str) -> dict | None:
+    if run_dir is None or variant == results["baseline"]:
+        return None
+    base = item_scores(run_dir, results["baseline"], task, metric)
+    cand = item_scores(run_dir, variant, task, metric)
+    if not base or not cand:
+        return None
+    try:
+        return paired_scores(base, cand, task)
+    except ItemMismatch:
+        return None
+
+
+def rows_for_task(results: dict, task: str, run_dir: Path | None = None) -> list[Row]:
     base = results["variants"].get(results["baseline"], {}).get("accuracy", {}).get(task)
     rows = []
     for name, v in results["variants"].items():
         acc = v.get("accuracy", {}).get(task)
         point = headline_point(v)
+        latency = lambda key: (point.get(key) or {}).get("p99") if point else None
         rows.append(Row(
             variant=name, status=v["status"], backend=(acc or {}).get("backend", "-"),
             accuracy=acc["value"] if acc else None, ci95=tuple(acc["ci95"]) if acc else None,
             n=acc["n"] if acc else 0,
             delta=(acc["value"] - base["value"]) if acc and base else None,
             out_tok_s=point["output_tokens_per_s"] if point else None,
-            ttft_p99_ms=(point.get("ttft_ms") or {}).get("p99") if point else None,
-            tpot_p99_ms=(point.get("tpot_ms") or {}).get("p99") if point else None,
-            size_bytes=v.get("size_bytes"), rss_bytes=v.get("memory", {}).get("server_rss_bytes")))
+            ttft_p99_ms=latency("ttft_ms"), tpot_p99_ms=latency("tpot_ms"), e2e_p99_ms=latency("e2e_ms"),
+            size_bytes=v.get("size_bytes"), rss_bytes=v.get("memory", {}).get("server_rss_bytes"),
+            paired=paired_vs_baseline(results, run_dir, name, task, acc["metric"]) if acc else None))
     mark_pareto(rows)
     return rows
 
 
-def _objectives(row: Row) -> tuple[float, float, float]:
+def _objectives(row: Row) -> tuple[float, float, float, float]:
     """All maximised; a missing value is the worst possible."""
+    inf = float("inf")
     return (row.accuracy if row.accuracy is not None else -1.0,
             row.out_tok_s if row.out_tok_s is not None else -1.0,
-            -(row.size_bytes if row.size_bytes is not None else float("inf")))
+            -(row.e2e_p99_ms if row.e2e_p99_ms is not None else inf),
+            -(row.size_bytes if row.size_bytes is not None else inf))
 
 
 def mark_pareto(rows: list[Row]) -> None:
-    """Pareto-optimal over accuracy (up), output throughput (up) and size (down), among served rows."""
+    """Pareto-optimal over accuracy (up), output throughput (up), p99 end-to-end latency (down) and
+    size (down), among served rows."""
     candidates = [r for r in rows if r.accuracy is not None and r.out_tok_s is not None]
     for r in candidates:
         a = _objectives(r)

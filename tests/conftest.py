@@ -5,6 +5,9 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# Sweeps run by tests record into a throwaway history database, not the user's.
+os.environ["QUANT_HISTORY_DB"] = os.path.join(
+    os.environ.get("PYTEST_TMPDIR", "/tmp"), f"quant-test-history-{os.getpid()}.sqlite")
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))

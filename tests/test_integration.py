@@ -37,6 +37,7 @@ perf:
     - {name: tiny, prompt_tokens: 32, output_tokens: 8, concurrency: [1, 4], requests_per_level: 8, warmup_requests: 1}
 gates:
   max_drop: 0.5
+  min_n: 10
 """
 
 
@@ -103,8 +104,20 @@ def test_gate_on_real_results(sweep):
     run = root / "run"
     code, out, _ = quant("gate", "--baseline", str(run), "--candidate", f"{run}:w4a16-rtn")
     assert code == 0, out
-    code, out, _ = quant("gate", "--baseline", str(run), "--candidate", f"{run}:bf16")
-    assert code == 0, out
+    for rule in ("point", "significant", "non-inferiority"):
+        code, out, _ = quant("gate", "--baseline", str(run), "--candidate", f"{run}:bf16", "--rule", rule,
+                             "--markdown", str(root / "gate.md"))
+        assert code == 0, out
+        assert "-0/+0" in out and "PASS" in (root / "gate.md").read_text()
+
+
+def test_sweep_is_recorded_in_history(sweep):
+    root, _, results, err = sweep
+    code, out, _ = quant("history", "--recipe", "it")
+    assert code == 0 and results["recipe_hash"][:8] in out
+    run_id = out.splitlines()[1].split()[0]
+    code, out, _ = quant("compare", run_id, str(root / "run"))
+    assert code == 0 and "w4a16-rtn" in out and "+0.000" in out
 
 
 def test_rerun_reuses_every_stage(sweep):

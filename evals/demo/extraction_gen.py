@@ -1,11 +1,11 @@
-"""Demo extraction items: a free-text order note -> JSON with six fixed fields."""
+"""Demo extraction items: a free-text order note -> JSON with four fixed fields."""
 
 from __future__ import annotations
 
 import json
 import random
 
-FIELDS = ["customer", "order_id", "product", "quantity", "city", "date"]
+FIELDS = ["customer", "product", "quantity", "city"]
 FIRST = ["Maria", "James", "Aiko", "Omar", "Lena", "Carlos", "Priya", "Tomas", "Nora", "Felix", "Sofia",
          "Mateo", "Hana", "Ivan", "Leila", "Oscar", "Greta", "Ravi", "Elena", "Kofi"]
 LAST = ["Lopez", "Smith", "Tanaka", "Haddad", "Berg", "Silva", "Patel", "Novak", "Kim", "Weber", "Rossi",
@@ -17,25 +17,20 @@ THINGS = ["widget", "lamp", "kettle", "backpack", "notebook", "chair", "headset"
           "blanket", "mug", "router"]
 
 SENTENCES = [
-    "Order #{order_id} was placed by {customer} on {date} for {quantity} units of {product}, shipped to {city}.",
-    "{customer} from {city} ordered {quantity} x {product} on {date}. Reference: order {order_id}.",
-    "On {date}, {customer} bought {quantity} {product} (order {order_id}) for delivery in {city}.",
-    "Ship {quantity} of the {product} to {city}. Customer: {customer}. Order no. {order_id}, dated {date}.",
-    "Please deliver order {order_id} to {customer} in {city}: {quantity} pieces of {product}, ordered {date}.",
-    "We received {customer}'s order {order_id} on {date}; it contains {quantity} {product} and goes to {city}.",
-    "Invoice {order_id} | {date} | {customer} | {city} | {product} x{quantity}",
-    "{quantity} units of {product} were requested by {customer} ({city}) on {date} under order {order_id}.",
+    "{customer} from {city} ordered {quantity} x {product}.",
+    "Ship {quantity} of the {product} to {city}. Customer: {customer}.",
+    "Please deliver {quantity} pieces of {product} to {customer} in {city}.",
+    "Invoice | {customer} | {city} | {product} x{quantity}",
+    "{quantity} units of {product} were requested by {customer} ({city}).",
 ]
 
 
 def make_record(rng: random.Random) -> dict:
     return {
         "customer": f"{rng.choice(FIRST)} {rng.choice(LAST)}",
-        "order_id": rng.randint(1000, 99999),
         "product": f"{rng.choice(COLORS)} {rng.choice(THINGS)}",
         "quantity": rng.randint(1, 250),
         "city": rng.choice(CITIES),
-        "date": f"20{rng.randint(18, 26):02d}-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}",
     }
 
 

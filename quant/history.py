@@ -1,0 +1,84 @@
+"""Every sweep recorded in a local SQLite database: `quant history` lists runs, `quant compare` diffs two."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+from pathlib import Path
+
+SCHEMA = """CREATE TABLE IF NOT EXISTS runs (
+    run_id TEXT PRIMARY KEY, recipe_name TEXT, recipe_hash TEXT, model TEXT, git_commit TEXT,
+    started TEXT, finished TEXT, run_dir TEXT, results TEXT)"""
+
+
+def db_path() -> Path:
+    return Path(os.environ.get("QUANT_HISTORY_DB", Path.home() / ".cache" / "quant-suite" / "history.sqlite"))
+
+
+def _connect(path: Path | None = None) -> sqlite3.Connection:
+    path = path or db_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    con = sqlite3.connect(path)
+    con.execute(SCHEMA)
+    return con
+
+
+def git_commit(where: Path) -> str | None:
+    try:
+        out = subprocess.run(["git", "-C", str(where), "rev-parse", "HEAD"], capture_output=True, text=True,
+                             timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout.strip() or None if out.returncode == 0 else None
+
+
+def record(results: dict, run_dir: Path, recipe_path: Path) -> str:
+    run_id = f"{results['started'].replace(':', '').replace('-', '')[:15]}-{results['recipe_hash'][:8]}"
+    with _connect() as con:
+        con.execute("INSERT OR REPLACE INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (run_id, results["recipe_name"], results["recipe_hash"], results["model"],
+                     git_commit(recipe_path.resolve().parent), results["started"], results.get("finished"),
+                     str(run_dir.resolve()), json.dumps(results)))
+    return run_id
+
+
+def runs(limit: int = 20, recipe: str | None = None) -> list[dict]:
+    query = "SELECT run_id, recipe_name, model, git_commit, started, run_dir, results FROM runs"
+    args: tuple = ()
+    if recipe:
+        query, args = query + " WHERE recipe_name = ?", (recipe,)
+    with _connect() as con:
+        rows = con.execute(query + " ORDER BY started DESC LIMIT ?", args + (limit,)).fetchall()
+    keys = ("run_id", "recipe_name", "model", "git_commit", "started", "run_dir", "results")
+    return [dict(zip(keys, row)) | {"results": json.loads(row[-1])} for row in rows]
+
+
+def load_run(ref: str) -> dict:
+    """A run id (or unique prefix) from the history, or a run directory / results.json."""
+    path = Path(ref)
+    if path.exists():
+        path = path / "results.json" if path.is_dir() else path
+        return json.loads(path.read_text())
+    with _connect() as con:
+        rows = con.execute("SELECT run_id, results FROM runs WHERE run_id LIKE ?", (ref + "%",)).fetchall()
+    if len(rows) != 1:
+        raise LookupError(f"{ref}: {'no run' if not rows else 'several runs'} with that id in {db_path()} "
+                          f"and no such path")
+    return json.loads(rows[0][1])
+
+
+def compare(a: dict, b: dict) -> list[dict]:
+    """Per variant and task present in both runs: score in each and the delta (b - a)."""
+    out = []
+    for name, va in a["variants"].items():
+        vb = b["variants"].get(name)
+        if vb is None:
+            continue
+        for task, acc in va.get("accuracy", {}).items():
+            other = vb.get("accuracy", {}).get(task)
+            if other is not None:
+                out.append({"variant": name, "task": task, "metric": acc["metric"], "a": acc["value"],
+                            "b": other["value"], "delta": other["value"] - acc["value"]})
+    return out

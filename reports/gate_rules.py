@@ -1,0 +1,64 @@
+"""The three gate rules, as pure functions of a task's paired comparison.
+
+drop = baseline - candidate (positive is worse); [low, high] is its confidence interval.
+- point: the observed drop against the margin, as llm-compressor's own CI does (ratio of means).
+- significant: a regression only when the drop is statistically significant *and* beyond the margin.
+- non-inferiority: a pass only when the interval's upper end is within the margin.
+When the data cannot decide, the verdict is "inconclusive" with roughly how many items would decide it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from statistics import NormalDist
+
+PASS, REGRESSION, INCONCLUSIVE = "pass", "regression", "inconclusive"
+RULES_ORDER = ("point", "significant", "non-inferiority")
+POWER = 0.8
+
+
+@dataclass
+class Verdict:
+    outcome: str
+    reason: str
+    items_needed: int | None = None   # total paired items that would likely decide an inconclusive case
+
+
+def z_for(confidence: float) -> float:
+    return NormalDist().inv_cdf(0.5 + confidence / 2)
+
+
+def items_to_resolve(sd: float, distance: float, confidence: float) -> int | None:
+    """Items for a two-sided test at `confidence` with 80% power to tell a gap of `distance` apart."""
+    if distance <= 0 or not math.isfinite(sd):
+        return None
+    z = z_for(confidence) + NormalDist().inv_cdf(POWER)
+    return math.ceil((z * sd / distance) ** 2)
+
+
+def decide(rule: str, drop: float, low: float, high: float, n: int, margin: float, min_n: int,
+           confidence: float) -> Verdict:
+    sd = (high - low) / (2 * z_for(confidence)) * math.sqrt(n) if n else math.inf
+    if n < min_n:
+        return Verdict(INCONCLUSIVE, f"only {n} paired items (min_n {min_n})", min_n)
+    if rule == "point":
+        if drop > margin + 1e-12:
+            return Verdict(REGRESSION, f"drop {drop:.3f} > margin {margin:.3f}")
+        return Verdict(PASS, f"drop {drop:.3f} <= margin {margin:.3f}")
+    if rule == "significant":
+        if drop <= margin + 1e-12:
+            return Verdict(PASS, f"drop {drop:.3f} within margin {margin:.3f}")
+        if low > 0:
+            return Verdict(REGRESSION, f"drop {drop:.3f} > margin {margin:.3f} and significant "
+                                       f"(CI {low:+.3f}..{high:+.3f})")
+        return Verdict(INCONCLUSIVE, f"drop {drop:.3f} > margin {margin:.3f} but not significant "
+                                     f"(CI {low:+.3f}..{high:+.3f})", items_to_resolve(sd, drop, confidence))
+    if rule == "non-inferiority":
+        if high <= margin + 1e-12:
+            return Verdict(PASS, f"upper bound {high:+.3f} <= margin {margin:.3f}")
+        if low > margin:
+            return Verdict(REGRESSION, f"lower bound {low:+.3f} > margin {margin:.3f}")
+        return Verdict(INCONCLUSIVE, f"CI {low:+.3f}..{high:+.3f} straddles margin {margin:.3f}",
+                       items_to_resolve(sd, abs(margin - drop), confidence))
+    raise ValueError(f"unknown gate rule {rule!r}")

@@ -1,0 +1,21 @@
+"""Reports re-rendered from stored results: paired columns, aligned HTML tables, both plots."""
+
+import re
+
+from reports.render import render_all
+from tests.test_gate import variant, write_run, write_samples
+
+
+def test_render_all_with_paired_columns(tmp_path):
+    run = write_run(tmp_path / "run", {"bf16": variant({"math": 0.9}), "q": variant({"math": 0.78}, tok_s=150),
+                                       "unserved": variant({"math": 0.5}, status="unsupported")})
+    write_samples(run, "bf16", "math", [1.0] * 180 + [0.0] * 20)
+    write_samples(run, "q", "math", [0.0] * 24 + [1.0] * 156 + [0.0] * 20)
+    md, png, page = render_all(run, __import__("json").loads((run / "results.json").read_text()))
+    text = md.read_text()
+    assert "−24/+0" in text and "p=1.2e-07" in text
+    assert png.stat().st_size > 10_000
+    html = page.read_text()
+    rows = re.findall(r"<tr.*?</tr>", html, re.S)
+    assert len({r.count("<th") + r.count("<td") for r in rows}) == 1   # every row as wide as the header
+    assert "Variants not fully measured" in html and "data:image/png;base64," in html

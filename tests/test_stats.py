@@ -1,0 +1,67 @@
+"""Paired statistics and the gate rules, as pure functions."""
+
+import random
+
+import pytest
+
+from evals.stats import mcnemar_exact, paired_difference, unpaired_difference
+from reports.gate_rules import INCONCLUSIVE, PASS, REGRESSION, decide, items_to_resolve
+
+
+def test_mcnemar_exact_values():
+    assert mcnemar_exact(0, 0) == 1.0
+    assert mcnemar_exact(5, 0) == pytest.approx(2 / 32)
+    assert mcnemar_exact(3, 3) == 1.0
+    assert mcnemar_exact(10, 1) == pytest.approx(2 * 12 / 2048)
+
+
+def test_paired_counts_flips_and_is_narrower_than_unpaired():
+    rng = random.Random(0)
+    base = [float(rng.random() < 0.8) for _ in range(400)]
+    cand = [b if rng.random() < 0.95 else 1.0 - b for b in base]   # 5% of items flip either way
+    p, u = paired_difference(base, cand), unpaired_difference(base, cand)
+    assert p["lost"] == sum(b > c for b, c in zip(base, cand))
+    assert p["gained"] == sum(c > b for b, c in zip(base, cand))
+    assert p["diff"] == pytest.approx(u["diff"])
+    assert (p["ci95"][1] - p["ci95"][0]) < 0.5 * (u["ci95"][1] - u["ci95"][0])
+
+
+def test_paired_interval_with_no_flips_is_narrow_but_not_degenerate():
+    p = paired_difference([1.0] * 100 + [0.0] * 100, [1.0] * 100 + [0.0] * 100)
+    assert p["diff"] == 0 and p["mcnemar_p"] == 1.0
+    assert p["ci95"][0] < 0 < p["ci95"][1] and p["ci95"][1] < 0.03
+
+
+def test_graded_scores_use_a_normal_interval_and_no_mcnemar():
+    p = paired_difference([0.5, 0.75, 1.0, 0.25], [0.5, 0.5, 1.0, 0.25])
+    assert p["mcnemar_p"] is None and p["lost"] == 1 and p["diff"] == pytest.approx(-0.0625)
+
+
+def test_mismatched_items_are_an_error():
+    with pytest.raises(ValueError):
+        paired_difference([1.0, 0.0], [1.0])
+
+
+@pytest.mark.parametrize("rule,drop,low,high,expected", [
+    ("point", 0.06, 0.0, 0.12, REGRESSION),
+    ("point", 0.04, 0.03, 0.05, PASS),
+    ("significant", 0.06, 0.01, 0.11, REGRESSION),     # beyond the margin and significant
+    ("significant", 0.06, -0.01, 0.13, INCONCLUSIVE),  # beyond the margin, not significant
+    ("significant", 0.04, 0.03, 0.05, PASS),           # significant but within the margin
+    ("non-inferiority", 0.01, -0.01, 0.03, PASS),
+    ("non-inferiority", 0.08, 0.06, 0.10, REGRESSION),
+    ("non-inferiority", 0.03, 0.00, 0.07, INCONCLUSIVE),
+])
+def test_rules(rule, drop, low, high, expected):
+    assert decide(rule, drop, low, high, n=200, margin=0.05, min_n=30, confidence=0.95).outcome == expected
+
+
+def test_too_few_items_is_inconclusive_and_says_how_many():
+    verdict = decide("point", 0.5, 0.4, 0.6, n=10, margin=0.05, min_n=30, confidence=0.95)
+    assert verdict.outcome == INCONCLUSIVE and verdict.items_needed == 30
+
+
+def test_inconclusive_estimates_more_items_when_the_gap_is_small():
+    verdict = decide("non-inferiority", 0.03, 0.0, 0.07, n=200, margin=0.05, min_n=30, confidence=0.95)
+    assert verdict.items_needed > 200
+    assert items_to_resolve(0.3, 0.02, 0.95) > items_to_resolve(0.3, 0.04, 0.95)
