@@ -16,6 +16,10 @@ SLO_METRICS = {"ttft": "ttft_ms", "tpot": "tpot_ms", "itl": "itl_ms", "e2e": "e2
 _SLO = re.compile(r"^(ttft|tpot|itl|e2e)_(p50|p90|p99|mean)\s*(<=|=)\s*([0-9.]+)\s*(ms|s)?$")
 
 
+def _short(reason: str, limit: int = 100) -> str:
+    return reason if len(reason) <= limit else reason[:limit - 1] + "…"
+
+
 class ChooseError(Exception):
     pass
 
@@ -65,7 +69,7 @@ def candidates(results: dict, task: str, max_drop: float, slos: list[Slo], objec
     for name, v in results["variants"].items():
         acc, point = v.get("accuracy", {}).get(task), headline_point(v)
         if v["status"] != "ok" or point is None or acc is None:
-            rejected[name] = f"{v['status']}: {v.get('reason') or 'not served'}"
+            rejected[name] = f"{v['status']}: {_short(v.get('reason') or 'not served')}"
             continue
         drop = base["value"] - acc["value"]
         if drop > max_drop + 1e-12:

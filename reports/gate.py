@@ -103,7 +103,7 @@ def accuracy_check(task: str, base: dict, cand: dict, baseline: dict, candidate:
         low = high = drop
         n = min(base["n"], cand["n"])
     else:
-        low, high = -stats["ci95"][1], -stats["ci95"][0]
+        low, high = 0.0 - stats["ci95"][1], 0.0 - stats["ci95"][0]
         n = stats["n"]
     verdict = decide(policy.rule, drop, low, high, n, margin, policy.min_n, policy.confidence)
     return Check(task, base["metric"], base["value"], cand["value"], margin, verdict, stats or {})

@@ -12,7 +12,7 @@ LABEL = {"pass": "PASS", "regression": "REGRESSION", "inconclusive": "INCONCLUSI
 def _interval(c: Check) -> str:
     if not c.comparison:
         return "-"
-    low, high = -c.comparison["ci95"][1], -c.comparison["ci95"][0]
+    low, high = 0.0 - c.comparison["ci95"][1], 0.0 - c.comparison["ci95"][0]   # 0.0 - 0.0 is +0.0, not -0.0
     return f"{low:+.3f}..{high:+.3f}"
 
 

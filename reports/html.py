@@ -10,7 +10,7 @@ from reports.markdown import mb, num, paired_cell
 from reports.table import headline_concurrency, rows_for_task, tasks_of
 
 STYLE = """body{font-family:system-ui,sans-serif;margin:2rem;color:#222}table{border-collapse:collapse;margin:1rem 0}
-td,th{border:1px solid #ccc;padding:.3rem .6rem;text-align:right}td{white-space:nowrap}td:nth-child(2),th:nth-child(2){text-align:left}
+td,th{border:1px solid #ccc;padding:.3rem .6rem;text-align:right}td{white-space:nowrap}td:last-child{white-space:normal}td:nth-child(2),th:nth-child(2){text-align:left}
 tr.pareto{background:#eefbe9}.bad{color:#b00}.warn{color:#a60}img{max-width:100%}"""
 
 
