@@ -37,10 +37,13 @@ def cmd_sweep(args) -> int:
     except (ModelNotFound, EngineStartError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_ERROR
-    from quant.history import record
-    run_id = record(results, out, Path(args.recipe))
+    import sqlite3
+    from quant.history import db_path, record
     print((out / "pareto.md").read_text())
-    print(f"recorded as run {run_id} (quant history)")
+    try:
+        print(f"recorded as run {record(results, out, Path(args.recipe))} (quant history)")
+    except (OSError, sqlite3.Error) as exc:  # the results are on disk; history is a convenience
+        print(f"warning: not recorded in {db_path()}: {exc}", file=sys.stderr)
     failed = [n for n, v in results["variants"].items() if v["status"] == "failed"]
     return EXIT_FAIL if failed and args.strict else EXIT_OK
 
