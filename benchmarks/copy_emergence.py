@@ -18,7 +18,7 @@ from transformers import LlamaForCausalLM
 
 from evals.demo.extraction_gen import FIRST, LAST
 from quant.demo.tokenizer import train_tokenizer
-from quant.demo.train import collate, encode, held_out_scores, model_config
+from quant.demo.train import collate, encode, held_out_scores, make_optimizer, model_config, train_step
 
 FILLER = "the a order of to from in on and was for with by at ship send please".split()
 
@@ -45,17 +45,12 @@ def main() -> None:
     config = model_config(len(tokenizer))
     config.num_key_value_heads, config.num_hidden_layers = args.kv_heads, args.layers
     model = LlamaForCausalLM(config)
-    opt = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=0.1)
+    opt = make_optimizer(model, args.lr)
     held_out = {"copy": encode(tokenizer, [item(rng) for _ in range(128)])}
     start = time.time()
     for step in range(1, args.steps + 1):
         ids, labels, mask = collate(encode(tokenizer, [item(rng) for _ in range(32)]), tokenizer.pad_token_id)
-        with torch.autocast("cpu", dtype=torch.bfloat16):
-            loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        opt.zero_grad()
+        loss = train_step(model, opt, ids, labels, mask)
         if step % 50 == 0:
             em = held_out_scores(model, held_out, tokenizer.pad_token_id)["copy"]
             print(f"step {step} loss {loss.item():.3f} exact match {em:.2f} ({time.time() - start:.0f}s)", flush=True)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -74,7 +73,7 @@ def cmd_gate(args) -> int:
 
 def cmd_choose(args) -> int:
     from perf.engines.vllm import serve_command
-    from reports.choose import ChooseError, choose, one_for_all, parse_slo
+    from reports.choose import ChooseError, choose, parse_slo
     from reports.gate import GateInputError, load_side
     from reports.table import tasks_of
 
@@ -82,8 +81,8 @@ def cmd_choose(args) -> int:
         results, _ = load_side(args.run)
         slos = [parse_slo(s) for s in args.slo]
         tasks = args.task or tasks_of(results)
-        choices = {t: choose(results, t, args.max_drop, slos, args.objective) for t in tasks}
-        shared = one_for_all(results, tasks, args.max_drop, slos, args.objective) if len(tasks) > 1 else None
+        choices, shared = choose(results, tasks, args.max_drop, slos, args.objective)
+        shared = shared if len(tasks) > 1 else None
     except (GateInputError, ChooseError) as exc:
         print(f"choose error: {exc}", file=sys.stderr)
         return EXIT_ERROR
@@ -130,7 +129,7 @@ def cmd_report(args) -> int:
         from reports.screenshot import NoBrowser, screenshot
         try:
             print(screenshot(results_path.parent / "report.html", results_path.parent / "report.png"))
-        except (NoBrowser, OSError, subprocess.TimeoutExpired) as exc:
+        except (NoBrowser, OSError) as exc:
             print(f"report error: screenshot: {exc}", file=sys.stderr)
             return EXIT_ERROR
     return EXIT_OK

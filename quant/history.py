@@ -6,7 +6,11 @@ import json
 import os
 import sqlite3
 import subprocess
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
+
+from quant.store import read_json
 
 SCHEMA = """CREATE TABLE IF NOT EXISTS runs (
     run_id TEXT PRIMARY KEY, recipe_name TEXT, recipe_hash TEXT, model TEXT, git_commit TEXT,
@@ -17,12 +21,18 @@ def db_path() -> Path:
     return Path(os.environ.get("QUANT_HISTORY_DB", Path.home() / ".cache" / "quant-suite" / "history.sqlite"))
 
 
-def _connect(path: Path | None = None) -> sqlite3.Connection:
-    path = path or db_path()
+@contextmanager
+def _connect() -> Iterator[sqlite3.Connection]:
+    """A connection that commits on success and is always closed."""
+    path = db_path()
     path.parent.mkdir(parents=True, exist_ok=True)
     con = sqlite3.connect(path)
-    con.execute(SCHEMA)
-    return con
+    try:
+        with con:
+            con.execute(SCHEMA)
+            yield con
+    finally:
+        con.close()
 
 
 def git_commit(where: Path) -> str | None:
@@ -59,8 +69,7 @@ def load_run(ref: str) -> dict:
     """A run id (or unique prefix) from the history, or a run directory / results.json."""
     path = Path(ref)
     if path.exists():
-        path = path / "results.json" if path.is_dir() else path
-        return json.loads(path.read_text())
+        return read_json(path / "results.json" if path.is_dir() else path)
     with _connect() as con:
         rows = con.execute("SELECT run_id, results FROM runs WHERE run_id LIKE ?", (ref + "%",)).fetchall()
     if len(rows) != 1:

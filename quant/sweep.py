@@ -16,12 +16,11 @@ from pathlib import Path
 
 from evals.registry import TASKS_DIR
 from quant.hashing import digest, tree_digest, versions
-from quantize.manifest import library_versions
 from quant.models import resolve_model
 from quant.progress import Reporter
 from quant.recipe import Recipe, Variant
 from quant.store import Cache, read_json, write_json, write_jsonl
-
+from quantize.manifest import library_versions
 
 
 class StageError(Exception):

@@ -75,7 +75,8 @@ def candidates(results: dict, task: str, max_drop: float, slos: list[Slo], objec
         if drop > max_drop + 1e-12:
             rejected[name] = f"accuracy drop {drop:.3f} > {max_drop:.3f}"
             continue
-        missed = [f"{slo.metric}_{slo.stat} {slo.read(point):.0f} ms > {slo.limit_ms:g} ms" for slo in slos
+        missed = [f"{slo.metric}_{slo.stat} {'not measured' if slo.read(point) is None else f'{slo.read(point):.0f} ms'}"
+                  f" > {slo.limit_ms:g} ms" for slo in slos
                   if slo.read(point) is None or slo.read(point) > slo.limit_ms]
         if missed:
             rejected[name] = "; ".join(missed)
@@ -85,26 +86,21 @@ def candidates(results: dict, task: str, max_drop: float, slos: list[Slo], objec
     return ok, rejected
 
 
-def choose(results: dict, task: str, max_drop: float, slos: list[Slo] = (), objective: str = "throughput") -> Choice | None:
-    ok, rejected = candidates(results, task, max_drop, list(slos), objective)
-    if not ok:
-        return None
+def _best(ok: list[Choice], objective: str) -> Choice:
     _, larger_is_better = OBJECTIVES[objective]
-    best = (max if larger_is_better else min)(ok, key=lambda c: c.score)
-    best.rejected = rejected
-    return best
+    return (max if larger_is_better else min)(ok, key=lambda c: c.score)
 
 
-def one_for_all(results: dict, tasks: list[str], max_drop: float, slos: list[Slo], objective: str) -> str | None:
-    """The best variant that meets every task's constraints, if any does."""
-    allowed = None
-    scores = {}
-    for task in tasks:
-        ok, _ = candidates(results, task, max_drop, list(slos), objective)
-        names = {c.variant for c in ok}
-        scores.update({c.variant: c.score for c in ok})
-        allowed = names if allowed is None else allowed & names
-    if not allowed:
-        return None
-    _, larger_is_better = OBJECTIVES[objective]
-    return (max if larger_is_better else min)(sorted(allowed), key=lambda n: scores[n])
+def choose(results: dict, tasks: list[str], max_drop: float, slos: list[Slo] = (),
+           objective: str = "throughput") -> tuple[dict[str, Choice | None], str | None]:
+    """Per task the best variant (or None), and the best variant that meets every task's constraints."""
+    per_task = {task: candidates(results, task, max_drop, list(slos), objective) for task in tasks}
+    choices = {}
+    for task, (ok, rejected) in per_task.items():
+        choices[task] = _best(ok, objective) if ok else None
+        if choices[task]:
+            choices[task].rejected = rejected
+    everywhere = set.intersection(*({c.variant for c in ok} for ok, _ in per_task.values())) if tasks else set()
+    first_task = per_task[tasks[0]][0] if tasks else []
+    shared = [c for c in first_task if c.variant in everywhere]   # a variant's score is the same for every task
+    return choices, _best(shared, objective).variant if shared else None

@@ -10,7 +10,7 @@ import yaml
 from quant.recipe import Gates
 from quant.store import read_json
 from reports.gate_rules import INCONCLUSIVE, PASS, REGRESSION, Verdict, decide, z_for
-from reports.samples import ItemMismatch, item_scores, paired_scores
+from reports.samples import ItemMismatch, paired_between
 from reports.table import headline_point
 
 EXIT = {PASS: 0, REGRESSION: 1, "error": 2, INCONCLUSIVE: 3}
@@ -82,12 +82,9 @@ def load_policy(path: Path | None, candidate_results: dict) -> Gates:
 
 
 def paired(baseline: dict, candidate: dict, task: str, metric: str, confidence: float) -> dict | None:
-    base = item_scores(baseline.get("_run_dir"), baseline["name"], task, metric)
-    cand = item_scores(candidate.get("_run_dir"), candidate["name"], task, metric)
-    if base is None or cand is None:
-        return None
     try:
-        return paired_scores(base, cand, task, z=z_for(confidence))
+        return paired_between(baseline.get("_run_dir"), baseline["name"], candidate.get("_run_dir"),
+                              candidate["name"], task, metric, z=z_for(confidence))
     except ItemMismatch as exc:
         raise GateInputError(str(exc)) from None
 

@@ -32,12 +32,12 @@ def _panel(ax, rows, attr: str, scale: float, served_only: bool) -> None:
     ax.grid(alpha=0.3)
 
 
-def render_pareto_png(results: dict, path: Path, run_dir: Path | None = None) -> Path:
+def render_pareto_png(results: dict, path: Path) -> Path:
     tasks = tasks_of(results) or ["-"]
     fig, axes = plt.subplots(2, len(tasks), figsize=(5.2 * len(tasks), 8.4), squeeze=False)
     c = headline_concurrency(results)
     for col, task in enumerate(tasks):
-        rows = [r for r in rows_for_task(results, task, run_dir) if r.accuracy is not None]
+        rows = [r for r in rows_for_task(results, task) if r.accuracy is not None]
         for row, (attr, label, scale) in enumerate(AXES):
             ax = axes[row][col]
             _panel(ax, rows, attr, scale, served_only=attr == "out_tok_s")

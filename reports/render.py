@@ -14,6 +14,6 @@ def render_all(out: Path, results: dict) -> list[Path]:
     out = Path(out)
     md, png, page = out / "pareto.md", out / "pareto.png", out / "report.html"
     write_text(md, render_markdown(results, out))
-    render_pareto_png(results, png, out)
+    render_pareto_png(results, png)
     write_text(page, render_html(results, png, out))
     return [md, png, page]

@@ -29,3 +29,13 @@ def paired_scores(base: dict, cand: dict, task: str, z: float | None = None) -> 
         raise ItemMismatch(f"{task}: baseline and candidate were scored on different items")
     kwargs = {} if z is None else {"z": z}
     return paired_difference([base[i][1] for i in common], [cand[i][1] for i in common], **kwargs)
+
+
+def paired_between(base_dir, base_name: str, cand_dir, cand_name: str, task: str, metric: str,
+                   z: float | None = None) -> dict | None:
+    """Paired statistics of two variants' per-item scores (None where either has no per-item file)."""
+    base = item_scores(base_dir, base_name, task, metric)
+    cand = item_scores(cand_dir, cand_name, task, metric)
+    if not base or not cand:
+        return None
+    return paired_scores(base, cand, task, z)

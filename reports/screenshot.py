@@ -23,9 +23,12 @@ def screenshot(page: Path, out: Path, width: int = 1500, height: int = 2400, tim
     if browser is None:
         raise NoBrowser("no Chromium found (Debian: apt-get install chromium)")
     with tempfile.TemporaryDirectory() as profile:
-        proc = subprocess.run([browser, *FLAGS, f"--user-data-dir={profile}", f"--window-size={width},{height}",
-                               f"--screenshot={out.resolve()}", page.resolve().as_uri()],
-                              capture_output=True, text=True, timeout=timeout)
+        try:
+            proc = subprocess.run([browser, *FLAGS, f"--user-data-dir={profile}", f"--window-size={width},{height}",
+                                   f"--screenshot={out.resolve()}", page.resolve().as_uri()],
+                                  capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise NoBrowser(f"{browser} took longer than {timeout:.0f}s") from None
     if not out.is_file():
         raise NoBrowser(f"{browser} wrote no screenshot: {proc.stderr.strip().splitlines()[-1:]}")
     return out

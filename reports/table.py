@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from reports.samples import ItemMismatch, item_scores, paired_scores
+from reports.samples import ItemMismatch, paired_between
 
 
 @dataclass
@@ -59,12 +59,8 @@ def metric_of(results: dict, task: str) -> str:
 def paired_vs_baseline(results: dict, run_dir: Path | None, variant: str, task: str, metric: str) -> dict | None:
     if run_dir is None or variant == results["baseline"]:
         return None
-    base = item_scores(run_dir, results["baseline"], task, metric)
-    cand = item_scores(run_dir, variant, task, metric)
-    if not base or not cand:
-        return None
     try:
-        return paired_scores(base, cand, task)
+        return paired_between(run_dir, results["baseline"], run_dir, variant, task, metric)
     except ItemMismatch:
         return None
 

@@ -109,6 +109,21 @@ def held_out_scores(model, held_out: dict, pad_id: int) -> dict[str, float]:
     return scores
 
 
+def make_optimizer(model, lr: float) -> torch.optim.Optimizer:
+    return torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=0.1)
+
+
+def train_step(model, opt, ids, labels, mask) -> torch.Tensor:
+    """One optimizer step in bf16 autocast with gradient clipping; returns the loss."""
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+    return loss
+
+
 def train(out: Path, steps: int, batch_size: int = 64, lr: float = 1.5e-3, seed: int = TRAIN_SEED,
           n_examples: int = 160_000, log_every: int = 50, save_every: int = 500, heads: int = 8,
           tie: bool = True, init_from: Path | None = None, mix: dict[str, float] = MIX,
@@ -134,7 +149,7 @@ def train(out: Path, steps: int, batch_size: int = 64, lr: float = 1.5e-3, seed:
     else:
         model = LlamaForCausalLM.from_pretrained(init_from, dtype=torch.float32)
     print(f"model: {sum(p.numel() for p in model.parameters()) / 1e6:.2f}M parameters", flush=True)
-    opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=0.1)
+    opt = make_optimizer(model, lr)
     warmup = max(1, steps // 40)
     schedule = lambda s: min(1.0, (s + 1) / warmup) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(s, steps) / steps)))
     sched = torch.optim.lr_scheduler.LambdaLR(opt, schedule)
@@ -144,13 +159,8 @@ def train(out: Path, steps: int, batch_size: int = 64, lr: float = 1.5e-3, seed:
     last = min(stop_at or steps, steps)
     for step in range(1, last + 1):
         ids, labels, mask = next(data)
-        with torch.autocast("cpu", dtype=torch.bfloat16):
-            loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
+        loss = train_step(model, opt, ids, labels, mask)
         sched.step()
-        opt.zero_grad(set_to_none=True)
         tokens += int(mask.sum())
         if step % log_every == 0:
             rate = tokens / (time.time() - t_start)
