@@ -3,7 +3,7 @@ PY := .venv/bin/python
 export HF_HUB_OFFLINE := 1
 export HF_DATASETS_OFFLINE := 1
 
-.PHONY: setup demo test test-fast clean
+.PHONY: setup demo test test-fast bench-setup clean
 
 setup:
 	@bash scripts/setup.sh
@@ -16,6 +16,11 @@ test: setup
 
 test-fast: setup
 	$(PY) -m pytest -ra -m "not integration"
+
+# GuideLLM, for benchmarks/vs_guidellm.py only: its own environment (its pins differ from ours).
+bench-setup: setup
+	@[ -x .venv-bench/bin/guidellm ] || { python3.11 -m venv .venv-bench && .venv-bench/bin/pip install -q torch==2.13.0 \
+		&& .venv-bench/bin/pip install -q guidellm==0.8.1; }
 
 clean:
 	rm -rf runs .pytest_cache

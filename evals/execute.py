@@ -1,10 +1,4 @@
-"""Run untrusted generated code in a separate, resource-limited process.
-
-Enforced here: its own session (process group, all killed at the end), wall-clock timeout, CPU seconds,
-address space, file size, open files, a fresh temporary working directory, an empty environment and
-isolated Python (-I). Network isolation and a process-count limit that binds root need a namespace
-sandbox; that is the evals hardening issue's job.
-"""
+"""Run untrusted generated code in a confined process; what confines it is in evals/sandbox.py."""
 
 from __future__ import annotations
 
@@ -12,9 +6,10 @@ import os
 import resource
 import signal
 import subprocess
-import sys
 import tempfile
 from dataclasses import dataclass
+
+from evals.sandbox import CgroupLimit, bwrap_argv, capabilities, interpreter
 
 
 @dataclass
@@ -23,36 +18,66 @@ class ExecResult:
     reason: str  # "passed", "timeout", "failed: <last line of stderr>"
 
 
-def _limits(cpu_s: int, memory_bytes: int, file_bytes: int):
+@dataclass(frozen=True)
+class Limits:
+    timeout_s: float = 5.0         # wall clock
+    cpu_s: int = 5                 # per process
+    memory_bytes: int = 512 << 20  # address space per process; the cgroup caps the whole tree at this
+    file_bytes: int = 1 << 20      # largest file written; also the size of the tmpfs work dir and /tmp
+    max_procs: int = 32
+
+
+def _preexec(limits: Limits, cgroup: CgroupLimit):
     def apply() -> None:
-        resource.setrlimit(resource.RLIMIT_CPU, (cpu_s, cpu_s))
-        resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
-        resource.setrlimit(resource.RLIMIT_FSIZE, (file_bytes, file_bytes))
+        cgroup.join()
+        resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_s, limits.cpu_s))
+        resource.setrlimit(resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes))
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_bytes, limits.file_bytes))
         resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        if os.geteuid() != 0:
+            # Counted per user; in bubblewrap's fresh user namespace that is this sandbox alone.
+            resource.setrlimit(resource.RLIMIT_NPROC, (limits.max_procs, limits.max_procs))
     return apply
 
 
-def run_program(source: str, timeout_s: float = 5.0, cpu_s: int = 5, memory_bytes: int = 512 << 20,
-                file_bytes: int = 1 << 20) -> ExecResult:
-    with tempfile.TemporaryDirectory(prefix="quant-exec-") as workdir:
-        path = os.path.join(workdir, "program.py")
-        with open(path, "w") as f:
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()
+
+
+def run_program(source: str, limits: Limits = Limits()) -> ExecResult:
+    caps = capabilities()
+    with tempfile.TemporaryDirectory(prefix="quant-exec-") as host_dir:
+        program = os.path.join(host_dir, "program.py")
+        with open(program, "w") as f:
             f.write(source)
-        proc = subprocess.Popen(
-            [sys.executable, "-I", "-B", path], cwd=workdir, env={"PATH": "/usr/bin:/bin"},
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-            start_new_session=True, preexec_fn=_limits(cpu_s, memory_bytes, file_bytes))
+        if caps.isolated:
+            argv = bwrap_argv(caps.bwrap, limits.file_bytes) + [
+                "--ro-bind", program, "/sandbox/program.py", interpreter(), "-I", "-B", "program.py"]
+            cwd = "/"
+        else:
+            argv, cwd = [interpreter(), "-I", "-B", program], host_dir
+        cgroup = CgroupLimit(caps, limits.max_procs, limits.memory_bytes)
+        # stderr goes to a file (capped by the file-size limit), never into this process's memory.
         try:
-            _, err = proc.communicate(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            return ExecResult(False, "timeout")
+            with open(os.path.join(host_dir, "stderr"), "w+b") as err_file:
+                proc = subprocess.Popen(argv, cwd=cwd, env={"PATH": "/usr/bin:/bin"}, stdin=subprocess.DEVNULL,
+                                        stdout=subprocess.DEVNULL, stderr=err_file, start_new_session=True,
+                                        preexec_fn=_preexec(limits, cgroup))
+                try:
+                    proc.wait(timeout=limits.timeout_s)
+                except subprocess.TimeoutExpired:
+                    return ExecResult(False, "timeout")
+                finally:
+                    _kill_group(proc)
+                err_file.seek(max(0, os.fstat(err_file.fileno()).st_size - 4096))
+                err = err_file.read()
         finally:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            proc.wait()
+            cgroup.close()
     if proc.returncode == 0:
         return ExecResult(True, "passed")
     lines = err.decode(errors="replace").strip().splitlines()

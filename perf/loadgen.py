@@ -1,4 +1,5 @@
-"""A lean closed-loop load generator: asyncio + httpx, streaming /v1/completions with token-id prompts.
+"""A lean load generator: asyncio + httpx, streaming /v1/completions with token-id prompts; closed loop
+(a fixed number of requests in flight) or open loop (requests sent at planned instants).
 
 Kept small on purpose: on 2 cores a heavy client steals CPU from the server it measures."""
 
@@ -25,6 +26,8 @@ class RequestRecord:
     output_tokens: int = 0           # usage.completion_tokens, else the tokens counted in the stream
     error: str | None = None
     chunks: int = 0                  # token-bearing SSE chunks (== output_tokens unless the server batches)
+    lag_s: float | None = None       # open loop: sent this late after its planned instant (client or cap)
+    kind: str = "base"               # base | long | burst | trace (perf/requests.py)
 
 
 def request_body(model: str, prompt: list[int], output_tokens: int) -> dict:
@@ -100,20 +103,26 @@ async def one_request(client: httpx.AsyncClient, url: str, body: dict) -> Reques
     return rec
 
 
-async def run_closed_loop(completions_url: str, model: str, prompts: list[list[int]], output_tokens: int,
-                          concurrency: int, *, client: httpx.AsyncClient | None = None,
+def _per_request(output_tokens: int | list[int], n: int) -> list[int]:
+    return list(output_tokens) if isinstance(output_tokens, list) else [output_tokens] * n
+
+
+async def run_closed_loop(completions_url: str, model: str, prompts: list[list[int]],
+                          output_tokens: int | list[int], concurrency: int, *,
+                          client: httpx.AsyncClient | None = None,
                           on_done: Callable[[RequestRecord], None] | None = None) -> list[RequestRecord]:
     """Send every prompt, keeping `concurrency` requests in flight; records come back in prompt order.
 
     A worker sends its next request the moment its previous one ends (a closed loop)."""
     own = client is None
     client = client or make_client(concurrency)
+    outputs = _per_request(output_tokens, len(prompts))
     records: list[RequestRecord | None] = [None] * len(prompts)
     queue = iter(range(len(prompts)))   # shared by the workers; safe since asyncio is single-threaded
 
     async def worker() -> None:
         for i in queue:
-            rec = await one_request(client, completions_url, request_body(model, prompts[i], output_tokens))
+            rec = await one_request(client, completions_url, request_body(model, prompts[i], outputs[i]))
             records[i] = rec
             if on_done:
                 on_done(rec)
@@ -126,33 +135,37 @@ async def run_closed_loop(completions_url: str, model: str, prompts: list[list[i
     return [r for r in records if r is not None]
 
 
+async def run_open_loop(completions_url: str, model: str, prompts: list[list[int]], output_tokens: list[int],
+                        offsets_s: list[float], *, max_concurrency: int | None = None,
+                        client: httpx.AsyncClient, on_done: Callable[[RequestRecord], None] | None = None
+                        ) -> list[RequestRecord]:
+    """Send request i at offsets_s[i] after the start, whether or not earlier ones have finished (an open
+    loop: the server's slowness does not slow the arrivals). With max_concurrency, a request whose instant
+    comes while that many are in flight waits for a slot; its lag_s says how long."""
+    slots = asyncio.Semaphore(max_concurrency) if max_concurrency else None
+    t0 = time.perf_counter()
+
+    async def fire(i: int) -> RequestRecord:
+        delay = t0 + offsets_s[i] - time.perf_counter()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        body = request_body(model, prompts[i], output_tokens[i])
+        if slots:
+            async with slots:
+                rec = await one_request(client, completions_url, body)
+        else:
+            rec = await one_request(client, completions_url, body)
+        rec.lag_s = rec.start - (t0 + offsets_s[i])
+        if on_done:
+            on_done(rec)
+        return rec
+
+    return list(await asyncio.gather(*(fire(i) for i in range(len(prompts)))))
+
+
 def synthetic_prompts(tokenizer_path: str | Path, n: int, prompt_tokens: int, seed: int) -> list[list[int]]:
-    """n prompts of exactly prompt_tokens ids: the tokenizer's own special prefix/suffix (e.g. BOS), the
-    rest uniform random non-special vocabulary ids. Token-id prompts are sent as they are (vLLM adds no
-    BOS to them), so the server counts exactly prompt_tokens."""
-    from transformers import AutoTokenizer   # heavy import; only needed here
+    """n prompts of exactly prompt_tokens ids under the model's tokenizer (perf/prompts.py)."""
+    from perf.prompts import PromptMaker
 
-    tok = AutoTokenizer.from_pretrained(str(tokenizer_path))
-    prefix, suffix = _special_wrapping(tok)
-    body_len = prompt_tokens - len(prefix) - len(suffix)
-    if body_len < 0:
-        return [(prefix + suffix)[:prompt_tokens] for _ in range(n)]
-    excluded = set(tok.all_special_ids) | set(getattr(tok, "added_tokens_decoder", {}) or {})
-    limit = len(tok)
-    config = Path(tokenizer_path) / "config.json"
-    if config.is_file():   # a tokenizer may list ids the model has no embedding for
-        limit = min(limit, json.loads(config.read_text()).get("vocab_size") or limit)
-    allowed = np.array([i for i in range(limit) if i not in excluded], dtype=np.int64)
-    body = np.random.default_rng(seed).choice(allowed, size=(n, body_len))
-    return [prefix + row.tolist() + suffix for row in body]
-
-
-def _special_wrapping(tok) -> tuple[list[int], list[int]]:
-    """The ids the tokenizer puts before and after a text when it adds special tokens."""
-    probe = "hello world 123"
-    plain = tok(probe, add_special_tokens=False)["input_ids"]
-    full = tok(probe)["input_ids"]
-    for i in range(len(full) - len(plain) + 1):
-        if full[i:i + len(plain)] == plain:
-            return full[:i], full[i + len(plain):]
-    return [], []
+    maker, rng = PromptMaker(tokenizer_path), np.random.default_rng(seed)
+    return [maker.make(prompt_tokens, rng) for _ in range(n)]

@@ -7,7 +7,7 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
-PERCENTILES = (50, 90, 99)
+PERCENTILES = (50, 90, 95, 99, 99.9)
 
 
 def _as_dict(record: Any) -> Mapping[str, Any]:
@@ -15,14 +15,27 @@ def _as_dict(record: Any) -> Mapping[str, Any]:
 
 
 def stats_ms(values_s: Iterable[float]) -> dict[str, float | None]:
-    """mean/p50/p90/p99 in milliseconds (numpy's "linear" percentiles); None everywhere when empty."""
+    """mean and p50/p90/p95/p99/p99.9 in milliseconds (numpy's "linear" percentiles); None when empty."""
     arr = np.asarray(list(values_s), dtype=float) * 1000.0
     if arr.size == 0:
-        return {"mean": None, **{f"p{p}": None for p in PERCENTILES}}
+        return {"mean": None, **{f"p{p:g}": None for p in PERCENTILES}}
     out = {"mean": float(arr.mean())}
     for p in PERCENTILES:
-        out[f"p{p}"] = float(np.percentile(arr, p, method="linear"))
+        out[f"p{p:g}"] = float(np.percentile(arr, p, method="linear"))
     return out
+
+
+def meets_slo(record: Mapping[str, Any], slo: Mapping[str, float]) -> bool:
+    """vLLM's --goodput definition: a successful request whose TTFT, TPOT and E2E (ms) are each within the
+    SLO's bound, for the bounds the SLO names (keys ttft_ms, tpot_ms, e2e_ms)."""
+    if record["error"] is not None:
+        return False
+    values = {"ttft_ms": record["ttft_s"], "tpot_ms": tpot_s(record), "e2e_ms": record["e2e_s"]}
+    for key, bound in slo.items():
+        value = values[key]
+        if value is not None and value * 1000.0 > bound:
+            return False
+    return True
 
 
 def tpot_s(record: Mapping[str, Any]) -> float | None:
@@ -33,15 +46,18 @@ def tpot_s(record: Mapping[str, Any]) -> float | None:
     return (e2e - ttft) / (n - 1)
 
 
-def summarize(records: Iterable[Any], wall_s: float) -> dict[str, Any]:
-    """Statistics of one closed-loop run. Latencies use successful requests only; throughputs divide
-    their tokens by the wall time of the whole run. Records may be RequestRecords or their dicts."""
+def summarize(records: Iterable[Any], wall_s: float, slo: Mapping[str, float] | None = None) -> dict[str, Any]:
+    """Statistics of one run. Latencies use successful requests only; throughputs divide their tokens by
+    the wall time of the whole run. With an SLO, also goodput (requests/s meeting it) and SLO attainment
+    (the fraction of all requests meeting it). Records may be RequestRecords or their dicts."""
     recs = [_as_dict(r) for r in records]
     ok = [r for r in recs if r["error"] is None]
     errors = [r["error"] for r in recs if r["error"] is not None]
     tpots = [t for t in map(tpot_s, ok) if t is not None]
     wall = wall_s if wall_s > 0 else float("nan")
+    good = sum(meets_slo(r, slo) for r in recs) if slo else None
     return {
+        **({"goodput_rps": good / wall, "slo_attainment": good / len(recs) if recs else None} if slo else {}),
         "n": len(recs),
         "errors": len(errors),
         "first_error": errors[0] if errors else None,
@@ -53,4 +69,6 @@ def summarize(records: Iterable[Any], wall_s: float) -> dict[str, Any]:
         "tpot_ms": stats_ms(tpots),
         "itl_ms": stats_ms(g for r in ok for g in r["itl_s"]),
         "e2e_ms": stats_ms(r["e2e_s"] for r in ok if r["e2e_s"] is not None),
+        **({"send_lag_ms": stats_ms(lags)} if (lags := [r["lag_s"] for r in recs if r.get("lag_s") is not None])
+           else {}),
     }

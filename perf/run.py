@@ -1,24 +1,40 @@
-"""Run one workload (a sweep over concurrency levels) against a served model."""
+"""Run one workload (its levels: concurrencies, request rates or a trace) against a served model."""
 
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Callable
 
 from perf.engines.vllm import VLLMServer
-from perf.loadgen import RequestRecord, make_client, run_closed_loop, synthetic_prompts
+from perf.loadgen import RequestRecord, make_client, run_closed_loop, run_open_loop
 from perf.metrics import summarize
+from perf.prompts import PromptMaker
+from perf.requests import plan_level, requests_per_level
+from perf.server_metrics import crosscheck, read_counters
 from quant.recipe import Workload
 
 Progress = Callable[[int, int], None]   # (done, total), warm-up requests included
 RSS_SAMPLE_S = 0.5
 
 
-def requests_per_level(workload: Workload, concurrency: int) -> int:
-    return workload.requests_per_level or max(16, 8 * concurrency)
+def level_label(point: dict) -> str:
+    if "concurrency" in point:
+        return f"c={point['concurrency']}"
+    if "rate" in point:
+        return f"rate={point['rate']:g}/s"
+    return f"trace x{point['trace']:g}"
+
+
+def requests_in(workload: Workload) -> int:
+    """Requests a workload sends, warm-ups included (for progress bars; bursts and traces add a few)."""
+    levels = workload.levels()
+    if workload.rate_search:
+        levels += [("rate", workload.rate_search.high)] * workload.rate_search.probes
+    return sum(requests_per_level(workload, kind, level) + workload.warmup_requests for kind, level in levels)
 
 
 def completions_url(server_or_url: VLLMServer | str) -> str:
@@ -29,62 +45,121 @@ def completions_url(server_or_url: VLLMServer | str) -> str:
 
 
 def run_workload(server_or_url: VLLMServer | str, model_name: str, tokenizer_path: str | Path,
-                 workload: Workload, progress: Progress | None = None, seed: int = 0) -> dict[str, Any]:
-    """For each concurrency level: warm-up requests (discarded), then the measured closed loop.
-
-    Every request gets a fresh random prompt (seeded), so no level is served from the prefix cache."""
-    plan = [(c, workload.warmup_requests, requests_per_level(workload, c)) for c in workload.concurrency]
-    total = sum(w + n for _, w, n in plan)
-    prompts = synthetic_prompts(tokenizer_path, total, workload.prompt_tokens, seed)
+                 workload: Workload, progress: Progress | None = None, seed: int = 0,
+                 slo: dict[str, float] | None = None) -> dict[str, Any]:
+    """For each level (a concurrency, a request rate, or a trace's speed-up; or the rates a rate search
+    probes): warm-up requests (discarded), then the measured requests. Every request gets fresh random
+    token ids (seeded), so only a workload's shared prefix, if it has one, can be served from the prefix
+    cache."""
     server = None if isinstance(server_or_url, str) else server_or_url
-    points, records = asyncio.run(_sweep(completions_url(server_or_url), model_name, prompts, plan,
-                                         workload.output_tokens, server, progress))
+    run = _Run(completions_url(server_or_url), model_name, PromptMaker(tokenizer_path), workload, server,
+               progress, slo, seed)
+    asyncio.run(run.all_levels())
     result: dict[str, Any] = {
         "workload": workload.name,
-        "prompt_tokens": workload.prompt_tokens,
-        "output_tokens": workload.output_tokens,
-        "points": points,
-        "records": {c: [asdict(r) for r in recs] for c, recs in records.items()},
-        "warnings": _warnings(records, workload),
+        "prompt_tokens": _describe_lengths(workload.prompt_tokens),
+        "output_tokens": _describe_lengths(workload.output_tokens),
+        "arrival": workload.arrival if not workload.trace else "trace",
+        "points": run.points,
+        "records": run.records,
+        "warnings": run.warnings,
     }
+    if workload.rate_search:
+        result["max_rate_meeting_slo"] = run.best_rate
     if server is not None:
-        result["server_rss_bytes"] = max((p.get("server_rss_bytes", 0) for p in points), default=0)
+        result["server_rss_bytes"] = max((p.get("server_rss_bytes", 0) for p in run.points), default=0)
         result["server_command"] = server.command
     return result
 
 
-async def _sweep(url: str, model: str, prompts: list[list[int]], plan: list[tuple[int, int, int]],
-                 output_tokens: int, server: VLLMServer | None, progress: Progress | None
-                 ) -> tuple[list[dict[str, Any]], dict[int, list[RequestRecord]]]:
-    total, done = len(prompts), 0
+def _describe_lengths(spec) -> int | dict:
+    return spec if isinstance(spec, int) else spec.model_dump(exclude_none=True)
 
-    def tick(_: RequestRecord) -> None:
-        nonlocal done
-        done += 1
-        if progress:
-            progress(done, total)
 
-    points, records = [], {}
-    offset = 0
-    async with make_client(max(c for c, _, _ in plan)) as client:
-        for c, warmup, n in plan:
-            warm, measured = prompts[offset:offset + warmup], prompts[offset + warmup:offset + warmup + n]
-            offset += warmup + n
-            if warm:
-                await run_closed_loop(url, model, warm, output_tokens, min(c, len(warm)), client=client,
-                                      on_done=tick)
-            rss = _PeakRss(server)
-            sampler = asyncio.create_task(rss.run())
-            t0 = time.perf_counter()
-            recs = await run_closed_loop(url, model, measured, output_tokens, c, client=client, on_done=tick)
-            wall = time.perf_counter() - t0
-            sampler.cancel()
-            point = {"concurrency": c, **summarize(recs, wall)}
-            if server is not None:
-                point["server_rss_bytes"] = rss.sample()
-            points.append(point)
-            records[c] = recs
-    return points, records
+class _Run:
+    """One workload against one server: its levels in order, or a rate search."""
+
+    def __init__(self, url: str, model: str, maker: PromptMaker, workload: Workload, server: VLLMServer | None,
+                 progress: Progress | None, slo: dict[str, float] | None, seed: int):
+        self.url, self.model, self.maker, self.workload, self.server = url, model, maker, workload, server
+        self.progress, self.slo, self.seed = progress, slo, seed
+        self.base_url = url.removesuffix("/v1/completions")
+        self.points: list[dict[str, Any]] = []
+        self.records: dict[str, list[dict]] = {}
+        self.warnings: list[str] = []
+        self.best_rate: float | None = None
+        self.done, self.total = 0, requests_in(workload)
+
+    def tick(self, _: RequestRecord) -> None:
+        self.done += 1
+        self.total = max(self.total, self.done)
+        if self.progress:
+            self.progress(self.done, self.total)
+
+    async def all_levels(self) -> None:
+        w = self.workload
+        in_flight = max([c for kind, c in w.levels() if kind == "concurrency"] + [w.max_concurrency or 256])
+        async with make_client(int(in_flight)) as self.client:
+            if w.rate_search:
+                await self.search(w.rate_search)
+            else:
+                for kind, level in w.levels():
+                    await self.level(kind, level)
+
+    async def search(self, search) -> None:
+        """Highest rate with SLO attainment >= search.attainment, to within the last bisection step."""
+        meets = lambda point: (point.get("slo_attainment") or 0.0) >= search.attainment
+        low, high = search.low, search.high
+        if not meets(await self.level("rate", low)):
+            return
+        self.best_rate = low
+        if meets(await self.level("rate", high)):
+            self.best_rate = high
+            return
+        for _ in range(search.probes):
+            mid = math.sqrt(low * high)
+            if meets(await self.level("rate", mid)):
+                low = self.best_rate = mid
+            else:
+                high = mid
+
+    async def level(self, kind: str, level: float) -> dict[str, Any]:
+        w, url, model, client = self.workload, self.url, self.model, self.client
+        plan = plan_level(w, kind, level, self.maker, self.seed)
+        warm = plan_level(w, kind, level, self.maker, self.seed + 1)[:w.warmup_requests]
+        if warm:
+            await run_closed_loop(url, model, [r.prompt for r in warm], [r.output_tokens for r in warm],
+                                  min(int(level) if kind == "concurrency" else 4, len(warm)), client=client,
+                                  on_done=self.tick)
+        rss = _PeakRss(self.server)
+        sampler = asyncio.create_task(rss.run())
+        before = await read_counters(client, self.base_url)
+        prompts, outputs = [r.prompt for r in plan], [r.output_tokens for r in plan]
+        t0 = time.perf_counter()
+        if kind == "concurrency":
+            recs = await run_closed_loop(url, model, prompts, outputs, int(level), client=client, on_done=self.tick)
+        else:
+            recs = await run_open_loop(url, model, prompts, outputs, [r.offset_s for r in plan],
+                                       max_concurrency=w.max_concurrency, client=client, on_done=self.tick)
+        wall = time.perf_counter() - t0
+        after = await read_counters(client, self.base_url)
+        sampler.cancel()
+        for rec, planned in zip(recs, plan):
+            rec.kind = planned.kind
+        point = {kind: int(level) if kind == "concurrency" else level, **summarize(recs, wall, self.slo)}
+        if kind != "concurrency":
+            span = plan[-1].offset_s - plan[0].offset_s
+            point["offered_rps"] = (len(plan) - 1) / span if span > 0 else None
+        ok = [r for r in recs if r.error is None]
+        point["server_check"] = crosscheck(before, after, sum(r.output_tokens for r in ok),
+                                           sum(r.prompt_tokens or 0 for r in ok))
+        if self.server is not None:
+            point["server_rss_bytes"] = rss.sample()
+        label = level_label(point)
+        self.points.append(point)
+        self.records[label] = [asdict(r) for r in recs]
+        self.warnings += _warnings(label, self.records[label], plan, point)
+        return point
 
 
 class _PeakRss:
@@ -104,16 +179,19 @@ class _PeakRss:
             await asyncio.sleep(RSS_SAMPLE_S)
 
 
-def _warnings(records: dict[int, list[RequestRecord]], workload: Workload) -> list[str]:
-    """Flag a workload that was not what it claims: the server counted other prompt/output lengths."""
+def _warnings(label: str, records: list[dict], plan: list, point: dict) -> list[str]:
+    """Flag a level that was not what it claims: the server counted other prompt/output lengths than
+    planned, or its own counters disagree with what the client received."""
     out = []
-    for c, recs in records.items():
-        ok = [r for r in recs if r.error is None]
-        prompt = sorted({r.prompt_tokens for r in ok if r.prompt_tokens != workload.prompt_tokens},
-                        key=str)
-        output = sorted({r.output_tokens for r in ok if r.output_tokens != workload.output_tokens})
-        if prompt:
-            out.append(f"c={c}: server counted prompt_tokens {prompt}, asked {workload.prompt_tokens}")
-        if output:
-            out.append(f"c={c}: server returned {output} output tokens, asked {workload.output_tokens}")
+    ok = [(r, p) for r, p in zip(records, plan) if r["error"] is None]
+    prompt = sum(r["prompt_tokens"] is not None and r["prompt_tokens"] != len(p.prompt) for r, p in ok)
+    output = sum(r["output_tokens"] != p.output_tokens for r, p in ok)
+    if prompt:
+        out.append(f"{label}: the server counted another prompt length than planned for {prompt} requests")
+    if output:
+        out.append(f"{label}: {output} requests returned another number of output tokens than asked")
+    check = point.get("server_check")
+    if check and not check["match"]:
+        out.append(f"{label}: server generated {check['server_output_tokens']} tokens, "
+                   f"client received {check['client_output_tokens']}")
     return out

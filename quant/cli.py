@@ -179,8 +179,21 @@ def cmd_demo(args) -> int:
         import torch
         from quant.demo.train import DEMO_MODEL_DIR, build_demo_model
         torch.set_num_threads(os.cpu_count() or 1)
-        build_demo_model(Path(args.out) if args.out else DEMO_MODEL_DIR)
+        build_demo_model(Path(args.out) if args.out else DEMO_MODEL_DIR, device=args.device)
     return EXIT_OK
+
+
+def cmd_sandbox_check(args) -> int:
+    from evals.hostile import check
+    from evals.sandbox import describe
+
+    print(f"sandbox: {describe()}")
+    outcomes = check()
+    for o in outcomes:
+        verdict = "contained" if o.contained else "NOT CONTAINED"
+        print(f"{o.name:<20} {verdict:<14} {o.seconds:5.2f}s  {o.result.reason[:70]}"
+              + (f"  harm: {'; '.join(o.harm)}" if o.harm else ""))
+    return EXIT_OK if all(o.contained for o in outcomes) else EXIT_FAIL
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -234,9 +247,12 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("run_b")
     m.set_defaults(func=cmd_compare)
 
+    x = sub.add_parser("sandbox-check", help="run the hostile-program corpus; exit 1 if any is not contained")
+    x.set_defaults(func=cmd_sandbox_check)
     d = sub.add_parser("demo", help="rebuild the shipped demo assets")
     d.add_argument("what", choices=["build-tasks", "build-model"])
     d.add_argument("--out")
+    d.add_argument("--device", default="cpu", help="build-model on cpu (default; the shipped checkpoint) or cuda")
     d.set_defaults(func=cmd_demo)
     return p
 

@@ -50,12 +50,13 @@ def measure_served(ctx, variant, checkpoint: Path, ckpt_key: str, record: dict, 
     """Evals and perf through a live server. Returns the engine's reason if it cannot serve the variant."""
     from evals.backends.served import ServedLM
     from perf.engines import ENGINES, EngineStartError
-    from perf.run import requests_per_level, run_workload
+    from perf.run import requests_in, run_workload
     from quant.sweep import perf_key, task_key
 
     engine_args = {**ctx.recipe.engine.args, **variant.engine_args}
-    eval_keys = {t.name: task_key(ctx, t.name, t.limit, ckpt_key, "served") for t in ctx.recipe.tasks}
+    eval_keys = {t.name: task_key(ctx, t.name, t.limit, ckpt_key, "served", engine_args) for t in ctx.recipe.tasks}
     perf_keys = {w.name: perf_key(ctx, w, ckpt_key, engine_args) for w in ctx.recipe.perf.workloads}
+    slo = ctx.recipe.perf.slo.bounds() if ctx.recipe.perf.slo else None
     todo_tasks = [t for t in ctx.recipe.tasks if not ctx.cache.has(STAGE_EVAL, eval_keys[t.name])]
     todo_perf = [w for w in ctx.recipe.perf.workloads if not ctx.cache.has(STAGE_PERF, perf_keys[w.name])]
     if todo_tasks or todo_perf:
@@ -72,13 +73,12 @@ def measure_served(ctx, variant, checkpoint: Path, ckpt_key: str, record: dict, 
                 for task in todo_tasks:
                     _run_eval(ctx, lm, task, eval_keys[task.name], n_hint=_task_size(task.name))
                 for workload in todo_perf:
-                    levels = ", ".join(map(str, workload.concurrency))
-                    total = sum(requests_per_level(workload, c) + workload.warmup_requests
-                                for c in workload.concurrency)
-                    with ctx.reporter.bar(f"  perf {workload.name} (concurrency {levels})", total) as advance:
+                    levels = ", ".join(f"{level:g}" for _, level in workload.levels())
+                    label = f"{workload.levels()[0][0]} {levels}"
+                    with ctx.reporter.bar(f"  perf {workload.name} ({label})", requests_in(workload)) as advance:
                         result = run_workload(server, variant.name, checkpoint, workload,
-                                              progress=lambda done, _total: advance(1))
-                    records = [{"concurrency": c, **r} for c, rs in result.pop("records").items() for r in rs]
+                                              progress=lambda done, _total: advance(1), slo=slo)
+                    records = [{"level": label, **r} for label, rs in result.pop("records").items() for r in rs]
                     ctx.cache.save_json(STAGE_PERF, perf_keys[workload.name], result,
                                         extra={"records.jsonl": records})
                     _log_perf(ctx, workload.name, result)
@@ -117,12 +117,16 @@ def _task_size(task: str) -> int:
 
 
 def _log_perf(ctx, name: str, result: dict) -> None:
+    from perf.run import level_label
+
     for p in result["points"]:
         if p["errors"] == p["n"]:
-            ctx.reporter.log(f"  {name} c={p['concurrency']}: every request failed: {p.get('first_error')}",
+            ctx.reporter.log(f"  {name} {level_label(p)}: every request failed: {p.get('first_error')}",
                              style="red")
             continue
-        ctx.reporter.log(f"  {name} c={p['concurrency']}: {p['output_tokens_per_s']:.0f} out tok/s, "
+        ctx.reporter.log(f"  {name} {level_label(p)}: {p['output_tokens_per_s']:.0f} out tok/s, "
                          f"{p['requests_per_s']:.1f} req/s, TTFT p99 {p['ttft_ms']['p99']:.0f} ms, "
-                         f"TPOT p99 {p['tpot_ms']['p99']:.1f} ms, errors {p['errors']}")
+                         f"TPOT p99 {p['tpot_ms']['p99']:.1f} ms, errors {p['errors']}"
+                         + (f", SLO met by {p['slo_attainment']:.0%} (goodput {p['goodput_rps']:.1f} req/s)"
+                            if "slo_attainment" in p else ""))
 

@@ -47,6 +47,7 @@ class Context:
 
 def run_sweep(recipe: Recipe, out: Path, recipe_path: Path | None = None, cache_dir: Path | None = None,
               reporter: Reporter | None = None, only: list[str] | None = None, retry_failed: bool = False) -> dict:
+    from evals import sandbox
     from perf.engines.vllm import engine_version, resolve_engine_python
 
     reporter = reporter or Reporter()
@@ -59,6 +60,9 @@ def run_sweep(recipe: Recipe, out: Path, recipe_path: Path | None = None, cache_
     reporter.log(f"sweep [bold]{recipe.name}[/bold]: model {model_dir} · {len(recipe.variants)} variants · "
                  f"tasks {', '.join(t.name for t in recipe.tasks)} · engine {recipe.engine.kind} {ctx.engine_version}")
     results = _load_previous(out, recipe)
+    results["code_sandbox"] = sandbox.describe()
+    if not sandbox.capabilities().isolated:
+        reporter.log(f"[yellow]warning[/yellow]: generated code runs without namespace isolation ({results['code_sandbox']})")
     for variant in recipe.variants:
         if only and variant.name not in only:
             continue
@@ -112,7 +116,7 @@ def run_variant(ctx: Context, variant: Variant) -> dict:
         return {**record, "status": "failed", "reason": f"quantization: {exc}"}
     size = sum(p.stat().st_size for p in checkpoint.rglob("*") if p.is_file() and p.suffix == ".safetensors")
     record.update(checkpoint=str(checkpoint), checkpoint_key=ckpt_key, size_bytes=size, manifest=manifest)
-    record["memory"]["weights_bytes"] = size
+    record["memory"].update(_memory(ctx, variant, checkpoint, size))
     vdir = ctx.out / "variants" / variant.name
     try:
         measure_variant(ctx, variant, checkpoint, ckpt_key, record, vdir)
@@ -120,6 +124,20 @@ def run_variant(ctx: Context, variant: Variant) -> dict:
         ctx.reporter.log(f"  [red]{type(exc).__name__}[/red]: {exc}")
         record.update(status="failed", reason=f"measurement: {type(exc).__name__}: {str(exc)[:300]}")
     return record
+
+
+def _memory(ctx: Context, variant: Variant, checkpoint: Path, weights_bytes: int) -> dict:
+    from perf.memory import account
+
+    perf = ctx.recipe.perf
+    first = perf.workloads[0] if perf.workloads else None
+    seq = first.prompt_tokens + first.output_tokens if first else 2048
+    engine_args = {**ctx.recipe.engine.args, **variant.engine_args}
+    try:
+        return account(checkpoint, weights_bytes, engine_args, seq, perf.accelerator_memory_gib,
+                       perf.memory_utilization)
+    except (OSError, KeyError, ValueError):
+        return {"weights_bytes": weights_bytes}
 
 
 def ensure_checkpoint(ctx: Context, variant: Variant) -> tuple[Path, str, dict]:
@@ -173,15 +191,19 @@ def _last_error(stderr: str) -> str | None:
     return lines[-1][:300] if lines else None
 
 
-def task_key(ctx: Context, task_name: str, limit: int | None, ckpt_key: str, backend: str) -> str:
+def task_key(ctx: Context, task_name: str, limit: int | None, ckpt_key: str, backend: str,
+             engine_args: dict | None = None) -> str:
+    """Served evals depend on the engine's flags too (e.g. an FP8 KV cache changes the outputs)."""
     task_dir = TASKS_DIR / task_name
     task_src = tree_digest(task_dir) if task_dir.is_dir() else task_name
-    engine = ctx.engine_key if backend == "served" else digest(versions("transformers", "compressed-tensors"))
+    engine = (digest(ctx.engine_key, engine_args or {}) if backend == "served"
+              else digest(versions("transformers", "compressed-tensors")))
     return digest("eval", ckpt_key, task_name, task_src, limit, backend, engine, versions("lm_eval"))
 
 
 def perf_key(ctx: Context, workload, ckpt_key: str, engine_args: dict) -> str:
-    return digest("perf", ckpt_key, workload.model_dump(mode="json"), ctx.engine_key, engine_args)
+    slo = ctx.recipe.perf.slo.bounds() if ctx.recipe.perf.slo else None
+    return digest("perf", ckpt_key, workload.model_dump(mode="json"), ctx.engine_key, engine_args, slo)
 
 
 def measure_variant(ctx: Context, variant: Variant, checkpoint: Path, ckpt_key: str, record: dict,

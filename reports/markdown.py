@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from reports.table import headline_concurrency, metric_of, rows_for_task, tasks_of
+from reports.table import headline_concurrency, memory_target, metric_of, rows_for_task, tasks_of
 
 
 def mb(n: int | None) -> str:
@@ -28,21 +28,24 @@ def render_markdown(results: dict, run_dir=None) -> str:
              f"Baseline: **{results['baseline']}**. Perf at concurrency {c} (highest measured level). "
              "★ = Pareto-optimal over accuracy, output tokens/s, E2E p99 latency and size. 95% CIs in brackets; "
              "*paired* = the difference to the baseline on the same items (95% CI), items lost/gained, "
-             "McNemar's exact p.", ""]
+             "McNemar's exact p. *KV/tok*: KV-cache bytes per token (from the model config); *max seqs*: sequences "
+             f"of the first workload's length whose KV cache fits beside the weights on {memory_target(results)} "
+             "(an upper bound: activations ignored).", ""]
     for task in tasks_of(results):
         rows = rows_for_task(results, task, run_dir)
         metric = metric_of(results, task)
         lines += [f"## {task} ({metric})", "",
                   "| | variant | accuracy | Δ vs baseline | paired | out tok/s | TTFT p99 ms | TPOT p99 ms "
-                  "| E2E p99 ms | size | status |",
-                  "|---|---|---|---|---|---|---|---|---|---|---|"]
+                  "| E2E p99 ms | size | server RSS | KV/tok | max seqs | status |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for r in sorted(rows, key=lambda r: -(r.accuracy or -1)):
             acc = f"{r.accuracy:.3f} [{r.ci95[0]:.3f}, {r.ci95[1]:.3f}]" if r.accuracy is not None else "-"
             delta = f"{r.delta:+.3f}" if r.delta is not None else "-"
             status = r.status + (" (in-process eval)" if r.backend == "inprocess" else "")
             lines.append(f"| {'★' if r.pareto else ''} | {r.variant} | {acc} | {delta} | {paired_cell(r)} "
                          f"| {num(r.out_tok_s, '.0f')} | {num(r.ttft_p99_ms, '.1f')} | {num(r.tpot_p99_ms, '.2f')} "
-                         f"| {num(r.e2e_p99_ms, '.0f')} | {mb(r.size_bytes)} | {status} |")
+                         f"| {num(r.e2e_p99_ms, '.0f')} | {mb(r.size_bytes)} | {mb(r.rss_bytes)} "
+                         f"| {num(r.kv_bytes_per_token, ',d')} | {num(r.max_sequences, ',d')} | {status} |")
         lines.append("")
     failures = [(n, v) for n, v in results["variants"].items() if v["status"] != "ok"]
     if failures:

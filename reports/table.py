@@ -23,14 +23,16 @@ class Row:
     e2e_p99_ms: float | None
     size_bytes: int | None
     rss_bytes: int | None
+    kv_bytes_per_token: int | None = None
+    max_sequences: int | None = None   # of the first workload's length, in the KV cache beside the weights
     paired: dict | None = None   # against the baseline on the same items (evals.stats.paired_difference)
     pareto: bool = False
 
 
 def headline_point(variant: dict) -> dict | None:
-    """The perf point a table shows: the highest concurrency of the first workload."""
+    """The perf point a table shows: the highest concurrency of the first closed-loop workload."""
     for workload in variant.get("perf", {}).values():
-        points = workload.get("points") or []
+        points = [p for p in workload.get("points") or [] if "concurrency" in p]
         if points:
             return max(points, key=lambda p: p["concurrency"])
     return None
@@ -42,6 +44,15 @@ def headline_concurrency(results: dict) -> int | None:
         if point:
             return point["concurrency"]
     return None
+
+
+def memory_target(results: dict) -> str:
+    """e.g. "80 GiB x 0.9": the accelerator the max-sequences column is computed for."""
+    for v in results["variants"].values():
+        m = v.get("memory", {})
+        if "accelerator_gib" in m:
+            return f"{m['accelerator_gib']:g} GiB x {m['utilization']:g}"
+    return "-"
 
 
 def tasks_of(results: dict) -> list[str]:
@@ -80,6 +91,8 @@ def rows_for_task(results: dict, task: str, run_dir: Path | None = None) -> list
             out_tok_s=point["output_tokens_per_s"] if point else None,
             ttft_p99_ms=latency("ttft_ms"), tpot_p99_ms=latency("tpot_ms"), e2e_p99_ms=latency("e2e_ms"),
             size_bytes=v.get("size_bytes"), rss_bytes=v.get("memory", {}).get("server_rss_bytes"),
+            kv_bytes_per_token=v.get("memory", {}).get("kv_bytes_per_token"),
+            max_sequences=v.get("memory", {}).get("max_sequences"),
             paired=paired_vs_baseline(results, run_dir, name, task, acc["metric"]) if acc else None))
     mark_pareto(rows)
     return rows

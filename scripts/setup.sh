@@ -57,3 +57,16 @@ if needs_build "$SERVE_VENV" "$serve_stamp"; then
 else
   echo "setup: $SERVE_VENV is up to date"
 fi
+
+# bubblewrap confines generated code (evals/sandbox.py). Installed where we may (root with apt); elsewhere
+# the suite still runs, with rlimits only, and says so at the start of every sweep.
+if ! command -v bwrap >/dev/null 2>&1; then
+  if [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null 2>&1; then
+    echo "setup: installing bubblewrap (sandbox for generated code)"
+    apt-get install -y -qq bubblewrap >/dev/null 2>&1 \
+      || { apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq bubblewrap >/dev/null 2>&1; } \
+      || echo "setup: could not install bubblewrap; generated code will run without namespace isolation"
+  else
+    echo "setup: bubblewrap (bwrap) not found; install it (e.g. apt-get install bubblewrap) to isolate generated code"
+  fi
+fi

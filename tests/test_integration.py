@@ -35,6 +35,9 @@ tasks:
 perf:
   workloads:
     - {name: tiny, prompt_tokens: 32, output_tokens: 8, concurrency: [1, 4], requests_per_level: 8, warmup_requests: 1}
+    - {name: open, arrival: poisson, rates: [8], requests_per_level: 8, warmup_requests: 0,
+       prompt_tokens: {dist: uniform, min: 8, max: 48}, output_tokens: 4, bursts: {fraction: 0.5, size: 4}}
+  slo: {e2e_ms: 600000}
 gates:
   max_drop: 0.5
   min_n: 10
@@ -71,8 +74,14 @@ def test_every_variant_served_and_scored(sweep):
         points = v["perf"]["tiny"]["points"]
         assert [p["concurrency"] for p in points] == [1, 4]
         assert all(p["errors"] == 0 and p["ttft_ms"]["p50"] > 0 for p in points)
+        # vLLM's own Prometheus counters saw exactly the tokens our client counted
+        assert all(p["server_check"]["match"] and p["server_check"]["server_requests"] == p["n"] for p in points)
+        assert all(p["slo_attainment"] == 1.0 and p["goodput_rps"] == p["requests_per_s"] for p in points)
         records = (root / "run" / "variants" / name / "perf" / "tiny.jsonl").read_text().splitlines()
         assert len(records) == 16
+        (open_point,) = v["perf"]["open"]["points"]    # 8 Poisson arrivals + one burst of 4
+        assert open_point["rate"] == 8 and open_point["n"] == 12 and open_point["errors"] == 0
+        assert open_point["server_check"]["match"] and v["perf"]["open"]["warnings"] == []
 
 
 def test_engine_rejection_is_recorded_and_the_sweep_goes_on(sweep):
@@ -95,6 +104,8 @@ def test_reports_written(sweep):
     root, _, _, _ = sweep
     md = (root / "run" / "pareto.md").read_text()
     assert "## demo_math" in md and "w4a16-rtn" in md and "★" in md
+    # memory columns: the demo model's KV cache is 2 x 4 layers x 8 KV heads x 32 dims x 2 bytes per token
+    assert "| 4,096 |" in md and "max seqs" in md
     assert (root / "run" / "pareto.png").stat().st_size > 1000
     assert "data:image/png;base64," in (root / "run" / "report.html").read_text()
 

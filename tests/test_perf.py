@@ -37,15 +37,28 @@ def test_summarize_exact_percentiles():
     s = summarize(recs, wall_s=2.0)
     assert (s["n"], s["errors"], s["first_error"]) == (5, 1, "HTTP 500: boom")
     # ttft ms = [10, 20, 30, 40]; linear: p90 at rank 2.7 -> 37, p99 at rank 2.97 -> 39.7
-    assert s["ttft_ms"] == pytest.approx({"mean": 25.0, "p50": 25.0, "p90": 37.0, "p99": 39.7})
+    # p95 at rank 2.85 -> 38.5, p99.9 at rank 2.997 -> 39.97
+    assert s["ttft_ms"] == pytest.approx({"mean": 25.0, "p50": 25.0, "p90": 37.0, "p95": 38.5, "p99": 39.7,
+                                          "p99.9": 39.97})
     # tpot = (e2e - ttft) / 10 = [10, 20, 30, 40] ms
-    assert s["tpot_ms"] == pytest.approx({"mean": 25.0, "p50": 25.0, "p90": 37.0, "p99": 39.7})
+    assert s["tpot_ms"]["p99"] == pytest.approx(39.7)
     # itl pooled: ten each of 10, 20, 30, 40 ms -> p90 = 40 (rank 35.1 lies in the 40s)
-    assert s["itl_ms"] == pytest.approx({"mean": 25.0, "p50": 25.0, "p90": 40.0, "p99": 40.0})
-    assert s["e2e_ms"] == pytest.approx({"mean": 275.0, "p50": 275.0, "p90": 407.0, "p99": 436.7})
+    assert s["itl_ms"] == pytest.approx({"mean": 25.0, "p50": 25.0, "p90": 40.0, "p95": 40.0, "p99": 40.0,
+                                         "p99.9": 40.0})
+    assert s["e2e_ms"]["p90"] == pytest.approx(407.0) and s["e2e_ms"]["p99"] == pytest.approx(436.7)
+    assert "goodput_rps" not in s
     assert s["requests_per_s"] == pytest.approx(2.0)
     assert s["output_tokens_per_s"] == pytest.approx(22.0)
     assert s["input_tokens_per_s"] == pytest.approx(20.0)
+
+
+def test_goodput_counts_requests_within_every_named_bound():
+    recs = [_rec(0.010, 0.110, 11, [0.01] * 10), _rec(0.020, 0.220, 11, [0.02] * 10),
+            _rec(0.030, 0.330, 11, [0.03] * 10), _rec(0.040, 0.440, 11, [0.04] * 10),
+            _rec(0.5, 9.0, 0, [], error="HTTP 500: boom")]
+    s = summarize(recs, wall_s=2.0, slo={"ttft_ms": 35, "tpot_ms": 25})   # only the first two meet both
+    assert s["goodput_rps"] == pytest.approx(1.0) and s["slo_attainment"] == pytest.approx(0.4)
+    assert summarize(recs, 2.0, slo={"e2e_ms": 1000})["slo_attainment"] == pytest.approx(0.8)
 
 
 def test_summarize_all_failed_and_single_token():
@@ -65,6 +78,7 @@ class FakeVLLM:
     def __init__(self):
         self.bodies: list[dict] = []
         self.in_flight = self.max_in_flight = 0
+        self.capacity: asyncio.Semaphore | None = None   # set to serve one request at a time, like a busy server
         self.loop = asyncio.new_event_loop()
         self.server = self.loop.run_until_complete(asyncio.start_server(self.handle, "127.0.0.1", 0))
         self.url = f"http://127.0.0.1:{self.server.sockets[0].getsockname()[1]}"
@@ -75,13 +89,21 @@ class FakeVLLM:
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         head = (await reader.readuntil(b"\r\n\r\n")).decode()
+        if head.startswith("GET"):   # e.g. /metrics: this fake has none
+            writer.write(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+            writer.close()
+            return
         length = int(next(ln.split(":")[1] for ln in head.split("\r\n") if ln.lower().startswith("content-length")))
         body = json.loads(await reader.readexactly(length))
         self.bodies.append(body)
         self.in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
         try:
-            await self.respond(body, writer)
+            if self.capacity:
+                async with self.capacity:
+                    await self.respond(body, writer)
+            else:
+                await self.respond(body, writer)
         finally:
             self.in_flight -= 1
             writer.close()
@@ -165,7 +187,7 @@ def test_run_workload_levels_warmup_progress(fake, tokenizer_dir):
     res = run_workload(fake.url, "m", tokenizer_dir, wl, progress=lambda d, t: seen.append((d, t)))
     assert [p["concurrency"] for p in res["points"]] == [1, 2]
     assert all(p["n"] == 3 and p["errors"] == 0 and p["requests_per_s"] > 0 for p in res["points"])
-    assert {c: len(r) for c, r in res["records"].items()} == {1: 3, 2: 3}
+    assert {c: len(r) for c, r in res["records"].items()} == {"c=1": 3, "c=2": 3}
     assert len(fake.bodies) == 10 and seen[-1] == (10, 10) and res["warnings"] == []
     assert res["points"][0]["tpot_ms"]["p50"] >= GAP_S * 1000 * 0.8   # the fake sleeps GAP_S per token
 
@@ -279,3 +301,108 @@ def test_flags_and_serve_command():
         "vllm serve /m/w4 --served-model-name w4 --max-model-len 512"
     cpu = serve_command("/m/w4", "w4", {}, cuda=False)
     assert cpu.startswith("VLLM_CPU_KVCACHE_SPACE=") and "-m vllm.entrypoints.openai.api_server --model /m/w4" in cpu
+
+
+def test_server_counters_parse_and_crosscheck():
+    from perf.server_metrics import crosscheck, parse_counters
+
+    text = ('# HELP vllm:generation_tokens_total Number of generation tokens processed.\n'
+            '# TYPE vllm:generation_tokens_total counter\n'
+            'vllm:generation_tokens_total{engine="0",model_name="m"} 120.0\n'
+            'vllm:generation_tokens_created{engine="0",model_name="m"} 1.7e+09\n'
+            'vllm:prompt_tokens_total{engine="0",model_name="m"} 400.0\n'
+            'vllm:request_success_total{engine="0",finished_reason="length",model_name="m"} 3.0\n'
+            'vllm:request_success_total{engine="0",finished_reason="stop",model_name="m"} 1.0\n')
+    before = parse_counters(text)
+    assert before == {"generation_tokens": 120.0, "prompt_tokens": 400.0, "requests": 4.0}
+    after = {"generation_tokens": 184.0, "prompt_tokens": 528.0, "requests": 5.0}
+    check = crosscheck(before, after, client_output_tokens=64, client_prompt_tokens=128)
+    assert check["match"] and check["server_requests"] == 1 and check["server_prompt_tokens"] == 128
+    assert not crosscheck(before, after, 63, 128)["match"]
+    assert crosscheck(None, after, 64, 128) is None   # a server without /metrics: no check, no failure
+
+
+def test_kv_cache_accounting_is_gqa_aware():
+    from perf.memory import GIB, capacity, kv_bytes_per_token, kv_element_bytes
+
+    demo = {"num_hidden_layers": 4, "num_attention_heads": 8, "num_key_value_heads": 8, "hidden_size": 256}
+    assert kv_bytes_per_token(demo) == 2 * 4 * 8 * 32 * 2
+    llama8b = {"num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8, "hidden_size": 4096}
+    assert kv_bytes_per_token(llama8b) == 131_072          # 128 KiB per token in bf16
+    assert kv_bytes_per_token(llama8b, kv_element_bytes({"kv_cache_dtype": "fp8_e4m3"})) == 65_536
+    cap = capacity(weights_bytes=16 * GIB, kv_per_token=131_072, seq_tokens=4096, accelerator_gib=80,
+                   utilization=0.9)
+    assert cap["max_kv_tokens"] == (int(80 * GIB * 0.9) - 16 * GIB) // 131_072
+    assert cap["max_sequences"] == cap["max_kv_tokens"] // 4096
+    assert capacity(100 * GIB, 131_072, 4096, 80, 0.9)["max_sequences"] == 0   # weights alone do not fit
+
+
+def test_open_loop_dirty_profile_sends_what_it_planned(fake, tokenizer_dir):
+    from perf.prompts import PromptMaker
+    from perf.requests import plan_level
+
+    wl = Workload(name="dirty", arrival="poisson", rates=[40], requests_per_level=20, warmup_requests=0,
+                  prompt_tokens={"dist": "lognormal", "mean": 40, "sigma": 0.4, "min": 8, "max": 120},
+                  output_tokens={"dist": "uniform", "min": 3, "max": 9},
+                  long_prompts={"fraction": 0.05, "tokens": 300}, bursts={"fraction": 0.2, "size": 4},
+                  shared_prefix={"fraction": 0.5, "tokens": 6})
+    plan = plan_level(wl, "rate", 40, PromptMaker(tokenizer_dir), seed=0)
+    assert len(plan) == 24 and [p.kind for p in plan].count("burst") == 4
+    assert [p.kind for p in plan].count("long") == 1 and max(len(p.prompt) for p in plan) == 300
+    res = run_workload(fake.url, "m", tokenizer_dir, wl)
+    (point,) = res["points"]
+    assert point["rate"] == 40 and point["n"] == 24 and point["errors"] == 0 and res["warnings"] == []
+    # exactly the planned requests: prompt ids and output lengths (the seed makes the plan reproducible)
+    assert sorted((b["prompt"], b["max_tokens"]) for b in fake.bodies) == sorted((p.prompt, p.output_tokens)
+                                                                                 for p in plan)
+    # an open loop does not wait for answers: 6 tokens x 20 ms per request vs 25 ms between arrivals
+    assert fake.max_in_flight >= 4
+    assert point["send_lag_ms"]["p99"] < 50                 # the client kept to the schedule
+    kinds = {r["kind"] for r in res["records"]["rate=40/s"]}
+    assert kinds == {"base", "long", "burst"}
+
+
+def test_trace_replay_keeps_arrival_gaps_and_lengths(fake, tokenizer_dir, tmp_path):
+    trace = tmp_path / "gateway.jsonl"
+    trace.write_text('{"timestamp": "2026-11-30T10:00:00.000", "input_tokens": 12, "output_tokens": 3}\n'
+                     '{"timestamp": "2026-11-30T10:00:00.200", "input_tokens": 30, "output_tokens": 5}\n'
+                     '{"timestamp": "2026-11-30T10:00:00.400", "input_tokens": 20, "output_tokens": 4}\n')
+    wl = Workload(name="replay", trace=str(trace), trace_speedup=2.0, warmup_requests=0)
+    res = run_workload(fake.url, "m", tokenizer_dir, wl)
+    (point,) = res["points"]
+    assert point["trace"] == 2.0 and point["n"] == 3 and point["errors"] == 0
+    assert point["offered_rps"] == pytest.approx(10.0)      # 0.2 s gaps replayed twice as fast
+    assert sorted((len(b["prompt"]), b["max_tokens"]) for b in fake.bodies) == [(12, 3), (20, 4), (30, 5)]
+
+
+def test_length_distributions_and_arrivals():
+    import numpy as np
+
+    from perf.arrivals import arrival_offsets
+    from perf.lengths import sample_lengths
+    from quant.recipe import Lengths
+
+    rng = np.random.default_rng(0)
+    logn = sample_lengths(Lengths(dist="lognormal", mean=200, sigma=0.6), 20_000, rng)
+    assert abs(np.mean(logn) - 200) < 5 and min(logn) >= 1
+    clipped = sample_lengths(Lengths(dist="normal", mean=50, std=40, min=10, max=80), 5000, rng)
+    assert min(clipped) == 10 and max(clipped) == 80
+    assert set(sample_lengths(Lengths(dist="empirical", values=[7, 9]), 100, rng)) == {7, 9}
+    poisson = np.diff(arrival_offsets("poisson", 50, 20_000, rng))
+    assert abs(poisson.mean() - 0.02) < 0.001 and abs(poisson.std() / poisson.mean() - 1) < 0.05
+    bursty = np.diff(arrival_offsets("gamma", 50, 20_000, rng, burstiness=0.25))
+    assert abs(bursty.mean() - 0.02) < 0.002 and bursty.std() / bursty.mean() > 1.8   # CV = 1/sqrt(0.25)
+    assert arrival_offsets("constant", 4, 3, rng) == [0.0, 0.25, 0.5]
+
+
+def test_rate_search_finds_the_knee_of_a_one_at_a_time_server(fake, tokenizer_dir):
+    # Served one at a time, 2 tokens x 20 ms each: up to ~25 req/s no request waits; above it the queue grows
+    # by (40 ms - 1/rate) per request, so 16 evenly spaced requests keep E2E <= 200 ms up to ~38 req/s.
+    fake.capacity = asyncio.Semaphore(1)
+    wl = Workload(name="knee", arrival="constant", requests_per_level=16, warmup_requests=0, prompt_tokens=8,
+                  output_tokens=2, rate_search={"low": 8, "high": 128, "probes": 3, "attainment": 0.9})
+    res = run_workload(fake.url, "m", tokenizer_dir, wl, slo={"e2e_ms": 200})
+    rates = [p["rate"] for p in res["points"]]
+    assert rates[:2] == [8, 128] and len(rates) == 5
+    assert res["points"][0]["slo_attainment"] == 1.0 and res["points"][1]["slo_attainment"] < 0.9
+    assert 16 <= res["max_rate_meeting_slo"] <= 45

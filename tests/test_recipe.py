@@ -67,3 +67,17 @@ def test_cli_reports_one_line_not_a_traceback(tmp_path):
 def test_missing_recipe_file(tmp_path):
     with pytest.raises(RecipeError, match="no such recipe file"):
         load_recipe(tmp_path / "nope.yaml")
+
+
+def test_workload_profiles_validate_with_one_clear_message():
+    from quant.recipe import RecipeError, parse_recipe
+
+    head = "name: x\nmodel: demo\nvariants: [{name: bf16, baseline: true}]\ntasks: [demo_math]\nperf:\n  workloads:\n"
+    with pytest.raises(RecipeError, match=r"r.yaml:7: perf.workloads.0: arrival poisson needs rates"):
+        parse_recipe(head + "    - {name: p, arrival: poisson}\n", "r.yaml")
+    with pytest.raises(RecipeError, match=r"perf.workloads.0.*dist lognormal needs sigma"):
+        parse_recipe(head + "    - {name: q, prompt_tokens: {dist: lognormal, mean: 100}}\n", "r.yaml")
+    with pytest.raises(RecipeError, match=r"bursts needs size"):
+        parse_recipe(head + "    - {name: b, arrival: gamma, rates: [2], bursts: {fraction: 0.1}}\n", "r.yaml")
+    ok = parse_recipe(head + "    - {name: g, arrival: gamma, rates: [1, 2], burstiness: 0.5}\n", "r.yaml")
+    assert ok.perf.workloads[0].levels() == [("rate", 1.0), ("rate", 2.0)]

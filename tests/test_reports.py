@@ -13,6 +13,8 @@ def test_render_all_with_paired_columns(tmp_path):
     write_samples(run, "q", "math", [0.0] * 24 + [1.0] * 156 + [0.0] * 20)
     md, png, page = render_all(run, __import__("json").loads((run / "results.json").read_text()))
     text = md.read_text()
+    md_rows = [line for line in text.splitlines() if line.startswith("|")]
+    assert len({line.count("|") for line in md_rows}) == 1              # every Markdown row as wide too
     assert "−24/+0" in text and "p=1.2e-07" in text
     assert png.stat().st_size > 10_000
     html = page.read_text()

@@ -1,0 +1,122 @@
+"""A corpus of hostile programs, and a check that the sandbox contains each one (`quant sandbox-check`).
+
+Every program ends by asserting that its attack worked, so a contained attack is scored as a failure.
+Containment is judged from the host: the victim files are intact, nothing new appeared beside them, the
+loopback listener saw no connection, no sandboxed process is left, and a sentinel process still lives.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from evals.execute import ExecResult, run_program
+from evals.sandbox import capabilities
+
+SECRET_NAME = "QUANT_SANDBOX_CHECK_SECRET"
+
+
+def corpus(victim_dir: str, victim_file: str, port: int) -> dict[str, str]:
+    return {
+        "fork_bomb": "import os\nwhile True:\n    os.fork()\n",
+        "memory_bomb": "blocks = []\nwhile True:\n    blocks.append(bytearray(64 << 20))\n",
+        "infinite_loop": "while True:\n    pass\n",
+        "write_outside": f"open({victim_dir!r} + '/pwned', 'w').write('x')\n",
+        "delete_outside": f"import os\nos.remove({victim_file!r})\n",
+        "read_host_files": f"print(open({victim_file!r}).read())\n",
+        "fill_disk": "i = 0\nwhile True:\n    open(f'f{i}', 'wb').write(b'x' * (1 << 19))\n    i += 1\n",
+        "socket_to_host": f"import socket\nsocket.create_connection(('127.0.0.1', {port}), timeout=2)\n",
+        "socket_to_internet": "import socket\nsocket.create_connection(('1.1.1.1', 53), timeout=2)\n",
+        "read_secrets": (
+            "import glob, os\n"
+            f"found = [k for k in os.environ if k == {SECRET_NAME!r}]\n"
+            "for path in glob.glob('/proc/*/environ'):\n"
+            "    try:\n"
+            f"        found += [v for v in open(path, 'rb').read().split(b'\\0') if {SECRET_NAME!r}.encode() in v]\n"
+            "    except OSError:\n"
+            "        pass\n"
+            "assert found, 'no secret in reach'\n"),
+        "spawn_shell": ("import subprocess\n"
+                        f"subprocess.run(['sh', '-c', 'echo pwned > {victim_dir}/shell'], check=True)\n"),
+        "kill_everything": "import os, signal\nos.kill(-1, signal.SIGKILL)\nassert False, 'still here'\n",
+    }
+
+
+@dataclass
+class Outcome:
+    name: str
+    result: ExecResult
+    seconds: float
+    harm: list[str]          # what reached the host; empty = contained
+
+    @property
+    def contained(self) -> bool:
+        return not self.result.passed and not self.harm
+
+
+def _sandboxed_processes() -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                cmdline = (entry / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if b"program.py" in cmdline and b"-I" in cmdline:
+                found.append(int(entry.name))
+    return found
+
+
+def _unsafe_here(name: str) -> str | None:
+    """Programs that would harm this machine without the layer that contains them are not run."""
+    caps = capabilities()
+    if name == "kill_everything" and not caps.isolated:
+        return "not run: without a PID namespace it would signal every process of this user"
+    if name == "fork_bomb" and not caps.process_cap:
+        return "not run: no process cap binds here (root without a writable cgroup)"
+    return None
+
+
+def check() -> list[Outcome]:
+    outcomes = []
+    with tempfile.TemporaryDirectory(prefix="quant-victim-") as victim_dir, socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        listener.setblocking(False)
+        victim = Path(victim_dir) / "precious.txt"
+        sentinel = subprocess.Popen(["sleep", "600"])
+        os.environ[SECRET_NAME] = "hunter2"
+        try:
+            for name, source in corpus(victim_dir, str(victim), listener.getsockname()[1]).items():
+                if reason := _unsafe_here(name):
+                    outcomes.append(Outcome(name, ExecResult(False, reason), 0.0, [reason]))
+                    continue
+                victim.write_text("keep me")
+                start = time.perf_counter()
+                result = run_program(source)
+                seconds = time.perf_counter() - start
+                harm = []
+                if not victim.exists() or victim.read_text() != "keep me":
+                    harm.append("victim file changed or deleted")
+                if extra := sorted(p.name for p in Path(victim_dir).iterdir() if p != victim):
+                    harm.append(f"files written beside the victim: {extra}")
+                try:
+                    listener.accept()[0].close()
+                    harm.append("connected to a host loopback port")
+                except BlockingIOError:
+                    pass
+                if left := _sandboxed_processes():
+                    harm.append(f"processes left running: {left[:5]}")
+                if sentinel.poll() is not None:
+                    harm.append("killed a process outside the sandbox")
+                outcomes.append(Outcome(name, result, seconds, harm))
+        finally:
+            os.environ.pop(SECRET_NAME, None)
+            sentinel.kill()
+            sentinel.wait()
+    return outcomes

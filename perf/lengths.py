@@ -1,0 +1,41 @@
+"""Token lengths per request: a fixed number or a distribution (recipe `Lengths`), clipped to [min, max]."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+
+def _empirical_values(spec) -> np.ndarray:
+    if spec.values:
+        return np.asarray(spec.values)
+    values = []
+    for line in Path(spec.file).read_text().splitlines():
+        line = line.strip()
+        if line:
+            values.append(int(json.loads(line)[spec.field]) if spec.field else int(line))
+    if not values:
+        raise ValueError(f"{spec.file}: no lengths in it")
+    return np.asarray(values)
+
+
+def sample_lengths(spec, n: int, rng: np.random.Generator) -> list[int]:
+    """n lengths from `spec`: an int (fixed) or a recipe Lengths."""
+    if isinstance(spec, int):
+        return [spec] * n
+    if spec.dist == "fixed":
+        raw = np.full(n, spec.value)
+    elif spec.dist == "uniform":
+        raw = rng.integers(spec.min, spec.max + 1, size=n)
+    elif spec.dist == "normal":
+        raw = rng.normal(spec.mean, spec.std, size=n)
+    elif spec.dist == "lognormal":
+        # mean of a lognormal = exp(mu + sigma^2 / 2): choose mu so the lengths average `mean`
+        mu = np.log(spec.mean) - spec.sigma ** 2 / 2
+        raw = rng.lognormal(mu, spec.sigma, size=n)
+    else:
+        raw = rng.choice(_empirical_values(spec), size=n)
+    upper = spec.max if spec.max is not None else np.inf
+    return [int(x) for x in np.clip(np.rint(raw), spec.min, upper)]

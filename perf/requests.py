@@ -1,0 +1,83 @@
+"""The requests of one workload level: lengths, arrival offsets, and the dirt the profile adds."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+import numpy as np
+
+from perf.arrivals import arrival_offsets, burst_offsets
+from perf.lengths import sample_lengths
+from perf.prompts import PromptMaker
+from quant.recipe import Workload
+
+OPEN_LOOP_SECONDS = 10   # default length of an open-loop level: rate x this many requests (at least 16)
+
+
+@dataclass
+class Planned:
+    prompt: list[int]
+    output_tokens: int
+    offset_s: float | None = None   # open loop: when to send, from the level's start
+    kind: str = "base"               # base | long | burst | trace
+
+
+def requests_per_level(workload: Workload, kind: str, level: float) -> int:
+    if workload.requests_per_level:
+        return workload.requests_per_level
+    if kind == "concurrency":
+        return max(16, 8 * int(level))
+    return max(16, int(round(level * OPEN_LOOP_SECONDS)))
+
+
+def read_trace(path: str | Path) -> list[tuple[float, int, int]]:
+    """(arrival offset s, input tokens, output tokens) per JSONL row, sorted; arrival from `arrival_s`
+    (seconds) or `timestamp` (seconds or ISO 8601), relative to the first request."""
+    rows = []
+    for i, line in enumerate(Path(path).read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+            t = row["arrival_s"] if "arrival_s" in row else row["timestamp"]
+            t = datetime.fromisoformat(t).timestamp() if isinstance(t, str) else float(t)
+            rows.append((t, int(row["input_tokens"]), int(row["output_tokens"])))
+        except (ValueError, KeyError, TypeError) as exc:
+            raise ValueError(f"{path}:{i}: needs arrival_s or timestamp, input_tokens, output_tokens ({exc})")
+    if not rows:
+        raise ValueError(f"{path}: no requests in it")
+    rows.sort()
+    return [(t - rows[0][0], n_in, n_out) for t, n_in, n_out in rows]
+
+
+def plan_level(workload: Workload, kind: str, level: float, maker: PromptMaker, seed: int) -> list[Planned]:
+    rng = np.random.default_rng([seed, int(level * 1000)])
+    if kind == "trace":
+        rows = read_trace(workload.trace)[:workload.requests_per_level]
+        return [Planned(maker.make(n_in, rng), n_out, t / level, "trace") for t, n_in, n_out in rows]
+    n = requests_per_level(workload, kind, level)
+    rows = _rows(workload, n, "base", rng)
+    if workload.long_prompts:
+        for i in rng.choice(n, size=max(1, int(round(n * workload.long_prompts.fraction))), replace=False):
+            rows[i] = (workload.long_prompts.tokens, rows[i][1], "long")
+    offsets: list[float | None] = [None] * n
+    if kind == "rate":
+        offsets = arrival_offsets(workload.arrival, level, n, rng, workload.burstiness)
+        if workload.bursts:
+            extra = burst_offsets(offsets, workload.bursts.fraction, workload.bursts.size, rng)
+            merged = sorted(zip(offsets + extra, rows + _rows(workload, len(extra), "burst", rng)),
+                            key=lambda pair: pair[0])
+            offsets, rows = [t for t, _ in merged], [r for _, r in merged]
+    shared = maker.shared(workload.shared_prefix.tokens, rng) if workload.shared_prefix else None
+    fraction = workload.shared_prefix.fraction if shared else 0.0
+    return [Planned(maker.make(p, rng, shared if rng.random() < fraction else None), o, t, k)
+            for (p, o, k), t in zip(rows, offsets)]
+
+
+def _rows(workload: Workload, n: int, kind: str, rng: np.random.Generator) -> list[tuple[int, int, str]]:
+    prompts = sample_lengths(workload.prompt_tokens, n, rng)
+    outputs = sample_lengths(workload.output_tokens, n, rng)
+    return [(p, o, kind) for p, o in zip(prompts, outputs)]
