@@ -34,7 +34,11 @@ def evaluate_task(lm, task: str, limit: int | None = None) -> tuple[dict, list[d
         record["prompt"] = s["arguments"][0][0] if s.get("arguments") else None
         record["metrics"] = {m: float(s[m]) for m in metric_names if m in s}
         samples.append(record)
-    summary = {m: mean_ci([r["metrics"][m] for r in samples]) for m in metric_names}
+    # Items that come in groups (a `group` field on every doc) get a CI that resamples whole groups.
+    docs = {s["doc_id"]: s.get("doc") or {} for s in raw}
+    groups = [docs[r["doc_id"]].get("group") for r in samples]
+    groups = groups if all(g is not None for g in groups) else None
+    summary = {m: mean_ci([r["metrics"][m] for r in samples], groups) for m in metric_names}
     summary["primary"] = primary_metric(task, metric_names)
     return summary, samples
 

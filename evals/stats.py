@@ -30,9 +30,30 @@ def bootstrap_mean(values: list[float], iters: int = 2000, seed: int = 0) -> tup
     return (float(np.quantile(means, 0.025)), float(np.quantile(means, 0.975)))
 
 
-def mean_ci(values: list[float]) -> dict:
-    """Mean with a 95% CI: Wilson for 0/1 scores, percentile bootstrap for anything else."""
+def cluster_bootstrap_mean(values: list[float], groups: list, iters: int = 2000, seed: int = 0
+                           ) -> tuple[float, float]:
+    """Percentile bootstrap that resamples whole groups: items of one group (variants of one problem, one
+    template, one document) are not independent, and an item-level interval would be too narrow."""
+    keys = sorted(set(groups), key=str)
+    index = {k: i for i, k in enumerate(keys)}
+    sums, counts = np.zeros(len(keys)), np.zeros(len(keys))
+    for v, g in zip(values, groups):
+        sums[index[g]] += v
+        counts[index[g]] += 1
+    picks = np.random.default_rng(seed).integers(0, len(keys), size=(iters, len(keys)))
+    means = sums[picks].sum(axis=1) / counts[picks].sum(axis=1)
+    return (float(np.quantile(means, 0.025)), float(np.quantile(means, 0.975)))
+
+
+def mean_ci(values: list[float], groups: list | None = None) -> dict:
+    """Mean with a 95% CI: Wilson for 0/1 scores, percentile bootstrap for anything else; with `groups`
+    (one per item, some shared), a bootstrap over groups."""
     n = len(values)
+    if groups is not None and n and len(groups) == n and 1 < len(set(groups)) < n:
+        mean = float(np.mean(values))
+        low, high = cluster_bootstrap_mean(values, groups)
+        return {"value": mean, "n": n, "ci95": [min(low, mean), max(high, mean)], "ci_method": "cluster-bootstrap",
+                "groups": len(set(groups))}
     mean = float(np.mean(values)) if n else 0.0
     binary = all(v in (0.0, 1.0) for v in values)
     low, high = wilson(sum(values), n) if binary else bootstrap_mean(values)

@@ -65,3 +65,18 @@ def test_inconclusive_estimates_more_items_when_the_gap_is_small():
     verdict = decide("non-inferiority", 0.03, 0.0, 0.07, n=200, margin=0.05, min_n=30, confidence=0.95)
     assert verdict.items_needed > 200
     assert items_to_resolve(0.3, 0.02, 0.95) > items_to_resolve(0.3, 0.04, 0.95)
+
+
+def test_grouped_items_get_a_wider_cluster_bootstrap_interval():
+    from evals.stats import mean_ci
+
+    # 20 groups of 10 items; a group is all right or all wrong (perfectly correlated within groups)
+    values = [1.0 if g % 4 else 0.0 for g in range(20) for _ in range(10)]
+    groups = [g for g in range(20) for _ in range(10)]
+    flat, clustered = mean_ci(values), mean_ci(values, groups)
+    assert flat["ci_method"] == "wilson" and clustered["ci_method"] == "cluster-bootstrap"
+    assert clustered["groups"] == 20 and clustered["value"] == flat["value"] == 0.75
+    width = lambda r: r["ci95"][1] - r["ci95"][0]
+    assert width(clustered) > 2.5 * width(flat)        # 200 items carry the information of 20
+    # one item per group is no grouping at all
+    assert mean_ci(values, list(range(200)))["ci_method"] == "wilson"
