@@ -78,7 +78,7 @@ def measure_served(ctx, variant, checkpoint: Path, ckpt_key: str, record: dict, 
                     with ctx.reporter.bar(f"  perf {workload.name} ({label})", requests_in(workload)) as advance:
                         result = run_workload(server, variant.name, checkpoint, workload,
                                               progress=lambda done, _total: advance(1), slo=slo)
-                    records = [{"level": label, **r} for label, rs in result.pop("records").items() for r in rs]
+                    records = [{"level": level, **r} for level, rs in result.pop("records").items() for r in rs]
                     ctx.cache.save_json(STAGE_PERF, perf_keys[workload.name], result,
                                         extra={"records.jsonl": records})
                     _log_perf(ctx, workload.name, result)
