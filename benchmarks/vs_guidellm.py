@@ -35,13 +35,6 @@ def ours(server, c: int, args) -> dict:
             "e2e_p50": p["e2e_ms"]["p50"]}
 
 
-def _median(stats: dict) -> float:
-    """GuideLLM's distribution summaries carry a median (or percentiles.p50)."""
-    if "median" in stats:
-        return stats["median"]
-    return stats["percentiles"]["p50"]
-
-
 def theirs(server, c: int, args, tmp: Path) -> dict:
     out = Path(args.keep) / f"guidellm-c{c}.json" if args.keep else tmp / f"guidellm-c{c}.json"
     cmd = [str(GUIDELLM), "run",
@@ -57,9 +50,9 @@ def theirs(server, c: int, args, tmp: Path) -> dict:
     metrics = bench["metrics"]
     pick = lambda name: metrics[name]["successful"]
     return {"out_tok_s": pick("output_tokens_per_second")["mean"],
-            "ttft_p50": _median(pick("time_to_first_token_ms")),
-            "tpot_p50": _median(pick("inter_token_latency_ms")),
-            "e2e_p50": _median(pick("request_latency")) * 1000.0}
+            "ttft_p50": pick("time_to_first_token_ms")["median"],
+            "tpot_p50": pick("inter_token_latency_ms")["median"],
+            "e2e_p50": pick("request_latency")["median"] * 1000.0}
 
 
 def main() -> None:

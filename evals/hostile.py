@@ -19,6 +19,7 @@ from evals.execute import ExecResult, run_program
 from evals.sandbox import capabilities
 
 SECRET_NAME = "QUANT_SANDBOX_CHECK_SECRET"
+VICTIM_TEXT = "keep me"
 
 
 def corpus(victim_dir: str, victim_file: str, port: int) -> dict[str, str]:
@@ -82,6 +83,25 @@ def _unsafe_here(name: str) -> str | None:
     return None
 
 
+def _harm(victim: Path, listener: socket.socket, sentinel: subprocess.Popen) -> list[str]:
+    """What of the host a program reached, seen from the host."""
+    harm = []
+    if not victim.exists() or victim.read_text() != VICTIM_TEXT:
+        harm.append("victim file changed or deleted")
+    if extra := sorted(p.name for p in victim.parent.iterdir() if p != victim):
+        harm.append(f"files written beside the victim: {extra}")
+    try:
+        listener.accept()[0].close()
+        harm.append("connected to a host loopback port")
+    except BlockingIOError:
+        pass
+    if left := _sandboxed_processes():
+        harm.append(f"processes left running: {left[:5]}")
+    if sentinel.poll() is not None:
+        harm.append("killed a process outside the sandbox")
+    return harm
+
+
 def check() -> list[Outcome]:
     outcomes = []
     with tempfile.TemporaryDirectory(prefix="quant-victim-") as victim_dir, socket.socket() as listener:
@@ -96,25 +116,10 @@ def check() -> list[Outcome]:
                 if reason := _unsafe_here(name):
                     outcomes.append(Outcome(name, ExecResult(False, reason), 0.0, [reason]))
                     continue
-                victim.write_text("keep me")
+                victim.write_text(VICTIM_TEXT)
                 start = time.perf_counter()
                 result = run_program(source)
-                seconds = time.perf_counter() - start
-                harm = []
-                if not victim.exists() or victim.read_text() != "keep me":
-                    harm.append("victim file changed or deleted")
-                if extra := sorted(p.name for p in Path(victim_dir).iterdir() if p != victim):
-                    harm.append(f"files written beside the victim: {extra}")
-                try:
-                    listener.accept()[0].close()
-                    harm.append("connected to a host loopback port")
-                except BlockingIOError:
-                    pass
-                if left := _sandboxed_processes():
-                    harm.append(f"processes left running: {left[:5]}")
-                if sentinel.poll() is not None:
-                    harm.append("killed a process outside the sandbox")
-                outcomes.append(Outcome(name, result, seconds, harm))
+                outcomes.append(Outcome(name, result, time.perf_counter() - start, _harm(victim, listener, sentinel)))
         finally:
             os.environ.pop(SECRET_NAME, None)
             sentinel.kill()

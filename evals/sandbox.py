@@ -43,7 +43,7 @@ class Capabilities:
 
 def python_dirs() -> list[str]:
     """Directories the sandboxed interpreter needs: its prefix (stdlib, libpython)."""
-    return sorted({sys.base_prefix, os.path.dirname(os.path.dirname(os.path.realpath(sys.executable)))})
+    return sorted({sys.base_prefix, os.path.dirname(os.path.dirname(interpreter()))})
 
 
 def bwrap_argv(bwrap: str, work_bytes: int) -> list[str]:
@@ -77,13 +77,14 @@ def _bwrap_works(bwrap: str) -> bool:
 def _writable_cgroups() -> tuple[Path | None, dict]:
     if os.geteuid() != 0:
         return None, {}
+    membership = Path("/proc/self/cgroup").read_text()
     unified = CGROUP_ROOT / "cgroup.controllers"
     if unified.exists() and {"pids", "memory"} <= set(unified.read_text().split()):
-        own = CGROUP_ROOT / Path(open("/proc/self/cgroup").read().split("::", 1)[-1].strip()).relative_to("/")
+        own = CGROUP_ROOT / Path(membership.split("::", 1)[-1].strip()).relative_to("/")
         if os.access(own.parent, os.W_OK):
             return own.parent, {}
     v1 = {}
-    for line in open("/proc/self/cgroup").read().splitlines():
+    for line in membership.splitlines():
         _, controllers, path = line.split(":", 2)
         for controller in {"pids", "memory"} & set(controllers.split(",")):
             own = CGROUP_ROOT / controller / path.lstrip("/")  # nested in our own: its limits still apply

@@ -6,14 +6,13 @@ Kept small on purpose: on 2 cores a heavy client steals CPU from the server it m
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Callable
 
 import httpx
-import numpy as np
 
 
 @dataclass
@@ -149,12 +148,8 @@ async def run_open_loop(completions_url: str, model: str, prompts: list[list[int
         delay = t0 + offsets_s[i] - time.perf_counter()
         if delay > 0:
             await asyncio.sleep(delay)
-        body = request_body(model, prompts[i], output_tokens[i])
-        if slots:
-            async with slots:
-                rec = await one_request(client, completions_url, body)
-        else:
-            rec = await one_request(client, completions_url, body)
+        async with slots or contextlib.nullcontext():
+            rec = await one_request(client, completions_url, request_body(model, prompts[i], output_tokens[i]))
         rec.lag_s = rec.start - (t0 + offsets_s[i])
         if on_done:
             on_done(rec)
@@ -162,10 +157,3 @@ async def run_open_loop(completions_url: str, model: str, prompts: list[list[int
 
     return list(await asyncio.gather(*(fire(i) for i in range(len(prompts)))))
 
-
-def synthetic_prompts(tokenizer_path: str | Path, n: int, prompt_tokens: int, seed: int) -> list[list[int]]:
-    """n prompts of exactly prompt_tokens ids under the model's tokenizer (perf/prompts.py)."""
-    from perf.prompts import PromptMaker
-
-    maker, rng = PromptMaker(tokenizer_path), np.random.default_rng(seed)
-    return [maker.make(prompt_tokens, rng) for _ in range(n)]

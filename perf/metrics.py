@@ -55,9 +55,7 @@ def summarize(records: Iterable[Any], wall_s: float, slo: Mapping[str, float] | 
     errors = [r["error"] for r in recs if r["error"] is not None]
     tpots = [t for t in map(tpot_s, ok) if t is not None]
     wall = wall_s if wall_s > 0 else float("nan")
-    good = sum(meets_slo(r, slo) for r in recs) if slo else None
-    return {
-        **({"goodput_rps": good / wall, "slo_attainment": good / len(recs) if recs else None} if slo else {}),
+    out = {
         "n": len(recs),
         "errors": len(errors),
         "first_error": errors[0] if errors else None,
@@ -69,6 +67,11 @@ def summarize(records: Iterable[Any], wall_s: float, slo: Mapping[str, float] | 
         "tpot_ms": stats_ms(tpots),
         "itl_ms": stats_ms(g for r in ok for g in r["itl_s"]),
         "e2e_ms": stats_ms(r["e2e_s"] for r in ok if r["e2e_s"] is not None),
-        **({"send_lag_ms": stats_ms(lags)} if (lags := [r["lag_s"] for r in recs if r.get("lag_s") is not None])
-           else {}),
     }
+    if slo:
+        good = sum(meets_slo(r, slo) for r in recs)
+        out.update(goodput_rps=good / wall, slo_attainment=good / len(recs) if recs else None)
+    lags = [r["lag_s"] for r in recs if r.get("lag_s") is not None]
+    if lags:   # open loop only
+        out["send_lag_ms"] = stats_ms(lags)
+    return out

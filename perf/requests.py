@@ -53,12 +53,18 @@ def read_trace(path: str | Path) -> list[tuple[float, int, int]]:
     return [(t - rows[0][0], n_in, n_out) for t, n_in, n_out in rows]
 
 
-def plan_level(workload: Workload, kind: str, level: float, maker: PromptMaker, seed: int) -> list[Planned]:
+def plan_level(workload: Workload, kind: str, level: float, maker: PromptMaker, seed: int,
+               limit: int | None = None) -> list[Planned]:
+    """The requests of one level; with `limit`, only the first `limit` (e.g. a warm-up), and no more built."""
     rng = np.random.default_rng([seed, int(level * 1000)])
     if kind == "trace":
-        rows = read_trace(workload.trace)[:workload.requests_per_level]
+        rows = read_trace(workload.trace)[:limit if limit is not None else workload.requests_per_level]
         return [Planned(maker.make(n_in, rng), n_out, t / level, "trace") for t, n_in, n_out in rows]
     n = requests_per_level(workload, kind, level)
+    if limit is not None:
+        n = min(n, limit)
+        if n == 0:
+            return []
     rows = _rows(workload, n, "base", rng)
     if workload.long_prompts:
         for i in rng.choice(n, size=max(1, int(round(n * workload.long_prompts.fraction))), replace=False):
@@ -74,7 +80,7 @@ def plan_level(workload: Workload, kind: str, level: float, maker: PromptMaker, 
     shared = maker.shared(workload.shared_prefix.tokens, rng) if workload.shared_prefix else None
     fraction = workload.shared_prefix.fraction if shared else 0.0
     return [Planned(maker.make(p, rng, shared if rng.random() < fraction else None), o, t, k)
-            for (p, o, k), t in zip(rows, offsets)]
+            for (p, o, k), t in zip(rows, offsets)][:limit]
 
 
 def _rows(workload: Workload, n: int, kind: str, rng: np.random.Generator) -> list[tuple[int, int, str]]:

@@ -19,6 +19,7 @@ from quant.recipe import Workload
 
 Progress = Callable[[int, int], None]   # (done, total), warm-up requests included
 RSS_SAMPLE_S = 0.5
+OPEN_LOOP_CONNECTIONS = 256
 
 
 def level_label(point: dict) -> str:
@@ -98,7 +99,8 @@ class _Run:
 
     async def all_levels(self) -> None:
         w = self.workload
-        in_flight = max([c for kind, c in w.levels() if kind == "concurrency"] + [w.max_concurrency or 256])
+        # connections: a closed loop never has more in flight than its top level; an open loop is uncapped
+        in_flight = max(c for _, c in w.levels()) if not w.open_loop else (w.max_concurrency or OPEN_LOOP_CONNECTIONS)
         async with make_client(int(in_flight)) as self.client:
             if w.rate_search:
                 await self.search(w.rate_search)
@@ -126,7 +128,7 @@ class _Run:
     async def level(self, kind: str, level: float) -> dict[str, Any]:
         w, url, model, client = self.workload, self.url, self.model, self.client
         plan = plan_level(w, kind, level, self.maker, self.seed)
-        warm = plan_level(w, kind, level, self.maker, self.seed + 1)[:w.warmup_requests]
+        warm = plan_level(w, kind, level, self.maker, self.seed + 1, limit=w.warmup_requests)
         if warm:
             await run_closed_loop(url, model, [r.prompt for r in warm], [r.output_tokens for r in warm],
                                   min(int(level) if kind == "concurrency" else 4, len(warm)), client=client,

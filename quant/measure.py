@@ -73,8 +73,8 @@ def measure_served(ctx, variant, checkpoint: Path, ckpt_key: str, record: dict, 
                 for task in todo_tasks:
                     _run_eval(ctx, lm, task, eval_keys[task.name], n_hint=_task_size(task.name))
                 for workload in todo_perf:
-                    levels = ", ".join(f"{level:g}" for _, level in workload.levels())
-                    label = f"{workload.levels()[0][0]} {levels}"
+                    levels = workload.levels()
+                    label = f"{levels[0][0]} " + ", ".join(f"{level:g}" for _, level in levels)
                     with ctx.reporter.bar(f"  perf {workload.name} ({label})", requests_in(workload)) as advance:
                         result = run_workload(server, variant.name, checkpoint, workload,
                                               progress=lambda done, _total: advance(1), slo=slo)

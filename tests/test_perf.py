@@ -17,7 +17,7 @@ import pytest
 
 from perf.engines import EngineStartError, VLLMServer, engine_flags, resolve_engine_python, serve_command
 from perf.engines.process import error_reason
-from perf.loadgen import RequestRecord, run_closed_loop, synthetic_prompts
+from perf.loadgen import RequestRecord, run_closed_loop
 from perf.metrics import summarize
 from perf.run import run_workload
 from quant.recipe import Workload
@@ -170,6 +170,15 @@ def tokenizer_dir(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("tok")
     train_tokenizer([f"item {i}: the quick brown fox {i * 7} jumps" for i in range(200)], vocab_size=300).save_pretrained(out)
     return out
+
+
+def synthetic_prompts(tokenizer_dir, n: int, prompt_tokens: int, seed: int) -> list[list[int]]:
+    import numpy as np
+
+    from perf.prompts import PromptMaker
+
+    maker, rng = PromptMaker(tokenizer_dir), np.random.default_rng(seed)
+    return [maker.make(prompt_tokens, rng) for _ in range(n)]
 
 
 def test_synthetic_prompts_exact_and_deterministic(tokenizer_dir):
