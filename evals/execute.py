@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import resource
 import signal
 import subprocess
 import tempfile
@@ -27,18 +26,30 @@ class Limits:
     max_procs: int = 32
 
 
-def _preexec(limits: Limits, cgroup: CgroupLimit):
-    def apply() -> None:
-        cgroup.join()
-        resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_s, limits.cpu_s))
-        resource.setrlimit(resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes))
-        resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_bytes, limits.file_bytes))
-        resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
-        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-        if os.geteuid() != 0:
-            # Counted per user; in bubblewrap's fresh user namespace that is this sandbox alone.
-            resource.setrlimit(resource.RLIMIT_NPROC, (limits.max_procs, limits.max_procs))
-    return apply
+# Limits are applied between fork and exec by a small launcher that then execs the sandbox, not by a
+# preexec_fn: programs run from many threads at once, and preexec_fn is not safe in a threaded process.
+_LAUNCHER = """
+import os, resource, sys
+cgroup_procs, cpu_s, memory, file_bytes, max_procs, root = sys.argv[1:7]
+for path in filter(None, cgroup_procs.split(os.pathsep)):
+    try:
+        with open(path, "w") as f:
+            f.write(str(os.getpid()))
+    except OSError:
+        pass  # the rlimits still apply
+for limit, value in ((resource.RLIMIT_CPU, cpu_s), (resource.RLIMIT_AS, memory), (resource.RLIMIT_FSIZE, file_bytes),
+                     (resource.RLIMIT_NOFILE, 64), (resource.RLIMIT_CORE, 0)):
+    resource.setrlimit(limit, (int(value), int(value)))
+if root == "0":  # counted per user; in bubblewrap's fresh user namespace that is this sandbox alone
+    resource.setrlimit(resource.RLIMIT_NPROC, (int(max_procs), int(max_procs)))
+os.execv(sys.argv[7], sys.argv[7:])
+"""
+
+
+def _launcher(limits: Limits, cgroup: CgroupLimit) -> list[str]:
+    procs = os.pathsep.join(str(path / "cgroup.procs") for path in cgroup.dirs)
+    return [interpreter(), "-I", "-S", "-c", _LAUNCHER, procs, str(limits.cpu_s), str(limits.memory_bytes),
+            str(limits.file_bytes), str(limits.max_procs), "1" if os.geteuid() == 0 else "0"]
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
@@ -65,9 +76,9 @@ def run_program(source: str, limits: Limits = Limits()) -> ExecResult:
         # stderr goes to a file (capped by the file-size limit), never into this process's memory.
         try:
             with open(os.path.join(host_dir, "stderr"), "w+b") as err_file:
-                proc = subprocess.Popen(argv, cwd=cwd, env={"PATH": "/usr/bin:/bin"}, stdin=subprocess.DEVNULL,
-                                        stdout=subprocess.DEVNULL, stderr=err_file, start_new_session=True,
-                                        preexec_fn=_preexec(limits, cgroup))
+                proc = subprocess.Popen(_launcher(limits, cgroup) + argv, cwd=cwd, env={"PATH": "/usr/bin:/bin"},
+                                        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err_file,
+                                        start_new_session=True)
                 try:
                     proc.wait(timeout=limits.timeout_s)
                 except subprocess.TimeoutExpired:

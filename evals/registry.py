@@ -1,20 +1,49 @@
-"""Where task definitions live and which metric is each task's headline."""
+"""Which tasks exist, how a recipe's task becomes an lm-eval task, and which metric is each task's headline.
+
+Tasks are lm-eval task YAMLs: ours in evals/tasks (searched first, so our `humaneval` and `mbpp`, which run
+generated code in our sandbox, stand in for lm-eval's), then every task lm-eval ships.
+"""
 
 from __future__ import annotations
 
+import difflib
+from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 TASKS_DIR = Path(__file__).resolve().parent / "tasks"
 
-# The metric a task is ranked and gated on; any other lm-eval task uses its first metric.
-PRIMARY_METRIC = {"demo_code": "pass@1", "demo_math": "exact_match", "demo_extraction": "field_f1"}
+# The metric a task is ranked and gated on; any other task uses its first metric under its first filter.
+PRIMARY_METRIC = {"demo_code": "pass@1", "demo_math": "exact_match", "demo_extraction": "field_f1",
+                  "humaneval": "pass@1", "mbpp": "pass@1", "extraction": "field_f1"}
+
+# How `datasets` reads a local file, by suffix.
+FILE_BUILDERS = {".jsonl": "json", ".json": "json", ".csv": "csv", ".parquet": "parquet"}
+
+
+class TaskError(ValueError):
+    """A task that cannot be run as configured; the message says what to change."""
+
+
+@lru_cache(maxsize=1)
+def task_manager():
+    import logging
+
+    from lm_eval.tasks import TaskManager
+    for name in ("lm-eval", "lm_eval", "datasets", "httpx"):  # e.g. "Task 'mbpp' ... overrides existing task"
+        logging.getLogger(name).setLevel(logging.ERROR)
+    return TaskManager(include_path=str(TASKS_DIR))
 
 
 def local_test_split(task_dir: Path):
     """The lm-eval `custom_dataset` of a task shipped with its data: task_dir/test.jsonl as split "test"."""
+    return load_files({"test": str(task_dir / "test.jsonl")})
+
+
+def load_files(files: dict[str, str]):
     import datasets
-    return datasets.DatasetDict({"test": datasets.load_dataset("json", data_files=str(task_dir / "test.jsonl"),
-                                                               split="train")})
+    return datasets.DatasetDict({split: datasets.load_dataset(_builder(path), data_files=path, split="train")
+                                 for split, path in files.items()})
 
 
 def shipped_tasks() -> list[str]:
@@ -25,5 +54,71 @@ def primary_metric(task: str, metrics: list[str]) -> str:
     if task in PRIMARY_METRIC:
         return PRIMARY_METRIC[task]
     if not metrics:
-        raise ValueError(f"task {task} reported no metrics")
+        raise TaskError(f"task {task} reported no metrics")
     return metrics[0]
+
+
+def _builder(path: str) -> str:
+    name = Path(path).name.lower()
+    for compression in (".gz", ".bz2", ".xz", ".zst"):
+        name = name.removesuffix(compression)
+    suffix = Path(name).suffix
+    if suffix not in FILE_BUILDERS:
+        raise TaskError(f"data file {path}: use one of {', '.join(FILE_BUILDERS)} (optionally compressed)")
+    return FILE_BUILDERS[suffix]
+
+
+def task_config(name: str) -> dict[str, Any]:
+    """The registered task's full config (includes merged, `!function`s resolved)."""
+    from lm_eval.tasks._yaml_loader import load_yaml
+
+    manager = task_manager()
+    entry = manager.task_index.get(name)
+    if entry is None:
+        near = difflib.get_close_matches(name, manager.all_subtasks, n=3)
+        hint = f"; did you mean {', '.join(near)}?" if near else "; `lm_eval ls tasks` lists lm-eval's"
+        raise TaskError(f"no task {name!r} in evals/tasks or lm-eval{hint}")
+    if name not in manager.all_subtasks:
+        raise TaskError(f"{name!r} is an lm-eval group or tag; name its tasks one at a time")
+    if entry.yaml_path is None:
+        raise TaskError(f"{name!r} is a Python-class lm-eval task; only YAML tasks take recipe options")
+    return load_yaml(entry.yaml_path, resolve_func=True)
+
+
+def lm_eval_spec(task) -> str | dict[str, Any]:
+    """A recipe Task -> what lm-eval's TaskManager loads: the name, or the config with local data files."""
+    cfg = task_config(task.name)
+    if task.data_files is None:
+        if (cfg.get("metadata") or {}).get("needs_data_files"):
+            raise TaskError(f"{task.name} has no data of its own: give the task `data_files:`")
+        return task.name
+    test_split = cfg.get("test_split") or "test"
+    files = {test_split: task.data_files} if isinstance(task.data_files, str) else dict(task.data_files)
+    if test_split not in files:
+        raise TaskError(f"{task.name} evaluates split {test_split!r}: data_files needs that key "
+                        f"(have {', '.join(files)})")
+    shots = task.num_fewshot if task.num_fewshot is not None else cfg.get("num_fewshot") or 0
+    fixed_shots = (cfg.get("fewshot_config") or {}).get("samples") is not None
+    shot_split = cfg.get("fewshot_split") or cfg.get("training_split") or cfg.get("validation_split")
+    if shots and not fixed_shots and shot_split and shot_split not in files:
+        raise TaskError(f"{task.name} takes {shots} few-shot examples from split {shot_split!r}: add it to "
+                        f"data_files ({{{test_split}: ..., {shot_split}: ...}}) or set num_fewshot: 0")
+    for split_key in ("training_split", "validation_split", "fewshot_split"):
+        if cfg.get(split_key) not in files:
+            cfg.pop(split_key, None)
+    builders = {_builder(path) for path in files.values()}
+    if len(builders) > 1:
+        raise TaskError(f"{task.name}: data_files mixes formats; give every split in one format")
+    cfg.pop("custom_dataset", None)
+    cfg.pop("dataset_name", None)
+    cfg.update(dataset_path=builders.pop(), dataset_kwargs={"data_files": files})
+    return cfg
+
+
+def check_tasks(tasks) -> None:
+    """Every task of a recipe resolves; raises TaskError naming the first that does not."""
+    for i, task in enumerate(tasks):
+        try:
+            lm_eval_spec(task)
+        except TaskError as exc:
+            raise TaskError(f"tasks.{i} ({task.name}): {exc}") from None

@@ -1,45 +1,57 @@
-"""Run lm-eval tasks on a backend LM; keep every per-sample record and summarise with CIs."""
+"""Run an lm-eval task on a backend LM; keep every per-sample record and summarise with CIs."""
 
 from __future__ import annotations
 
 import json
-import logging
+import math
 from pathlib import Path
 
-from evals.registry import TASKS_DIR, primary_metric
+from evals.registry import lm_eval_spec, primary_metric, task_manager
 from evals.stats import mean_ci
 
 SAMPLE_KEYS = ("doc_id", "target", "resps", "filtered_resps")
 
 
-def _quiet_lm_eval() -> None:
-    for name in ("lm-eval", "lm_eval", "datasets", "httpx"):
-        logging.getLogger(name).setLevel(logging.ERROR)
+def _metric_names(config: dict, filters: list[str]) -> list[tuple[str, str, str]]:
+    """(our name, lm-eval's metric, filter): plain metric names unless the task has several filters."""
+    metrics = [m["metric"] if isinstance(m["metric"], str) else m["metric"].__name__
+               for m in config.get("metric_list", [])]
+    return [(m if len(filters) == 1 else f"{m},{f}", m, f) for f in filters for m in metrics]
 
 
-def evaluate_task(lm, task: str, limit: int | None = None) -> tuple[dict, list[dict]]:
-    """-> (summary, samples). summary: {metric: {value, n, ci95}, "primary": name}."""
+def _number(value) -> float | None:
+    if isinstance(value, bool | int | float) and math.isfinite(float(value)):
+        return float(value)
+    return None
+
+
+def evaluate_task(lm, task) -> tuple[dict, list[dict]]:
+    """task: a recipe Task. -> (summary, samples). summary: {metric: {value, n, ci95}, "primary": name}."""
     import lm_eval
-    from lm_eval.tasks import TaskManager
 
-    _quiet_lm_eval()
-    manager = TaskManager(include_path=str(TASKS_DIR), verbosity="ERROR")
-    out = lm_eval.simple_evaluate(model=lm, tasks=[task], task_manager=manager, limit=limit, log_samples=True,
-                                  confirm_run_unsafe_code=True, bootstrap_iters=0, verbosity="ERROR")
-    raw = out["samples"][task]
-    metric_names = [entry["metric"] for entry in out["configs"][task].get("metric_list", [])]
-    samples = []
-    for s in sorted(raw, key=lambda s: s["doc_id"]):
-        record = {k: s.get(k) for k in SAMPLE_KEYS}
-        record["prompt"] = s["arguments"][0][0] if s.get("arguments") else None
-        record["metrics"] = {m: float(s[m]) for m in metric_names if m in s}
-        samples.append(record)
+    options = {k: v for k, v in task.lm_eval_options().items() if k != "data_files"}
+    out = lm_eval.simple_evaluate(model=lm, tasks=[lm_eval_spec(task)], task_manager=task_manager(),
+                                  limit=task.limit, log_samples=True, confirm_run_unsafe_code=True,
+                                  bootstrap_iters=0, verbosity="ERROR", **options)
+    raw = out["samples"][task.name]
+    filters = list(dict.fromkeys(s["filter"] for s in raw))
+    names = _metric_names(out["configs"][task.name], filters)
+    by_doc: dict[int, dict] = {}
+    for s in raw:  # one logged sample per document and filter
+        record = by_doc.setdefault(s["doc_id"], {k: s.get(k) for k in SAMPLE_KEYS} | {
+            "prompt": s["arguments"][0][0] if s.get("arguments") else None, "metrics": {}})
+        for ours, metric, filter_name in names:
+            value = _number(s.get(metric)) if s["filter"] == filter_name else None
+            if value is not None:
+                record["metrics"][ours] = value
+    samples = [by_doc[d] for d in sorted(by_doc)]
     # Items that come in groups (a `group` field on every doc) get a CI that resamples whole groups.
     docs = {s["doc_id"]: s.get("doc") or {} for s in raw}
     groups = [docs[r["doc_id"]].get("group") for r in samples]
     groups = groups if all(g is not None for g in groups) else None
-    summary = {m: mean_ci([r["metrics"][m] for r in samples], groups) for m in metric_names}
-    summary["primary"] = primary_metric(task, metric_names)
+    scored = [ours for ours, _, _ in names if all(ours in r["metrics"] for r in samples)]
+    summary = {m: mean_ci([r["metrics"][m] for r in samples], groups) for m in scored}
+    summary["primary"] = primary_metric(task.name, scored)
     return summary, samples
 
 

@@ -114,7 +114,7 @@ def describe(caps: Capabilities | None = None) -> str:
 
 
 class CgroupLimit:
-    """A fresh cgroup with caps on processes and memory; join() runs in the child before exec."""
+    """A fresh cgroup with caps on processes and memory; the executor's launcher joins it before exec."""
 
     def __init__(self, caps: Capabilities, max_procs: int, memory_bytes: int):
         self.dirs: list[Path] = []
@@ -137,13 +137,6 @@ class CgroupLimit:
         for key, value in settings:
             if (path / key).exists():
                 (path / key).write_text(str(value))
-
-    def join(self) -> None:
-        for path in self.dirs:
-            try:
-                (path / "cgroup.procs").write_text(str(os.getpid()))
-            except OSError:
-                pass  # the rlimits still apply
 
     def close(self) -> None:
         """Kill whatever is left in the cgroups, then remove them (exiting processes can keep a cgroup busy

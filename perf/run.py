@@ -69,6 +69,9 @@ def run_workload(server_or_url: VLLMServer | str, model_name: str, tokenizer_pat
         result["max_rate_meeting_slo"] = run.best_rate
     if server is not None:
         result["server_rss_bytes"] = max((p.get("server_rss_bytes", 0) for p in run.points), default=0)
+        gpu = max((p.get("server_gpu_bytes", 0) for p in run.points), default=0)
+        if gpu:
+            result["server_gpu_bytes"] = gpu
         result["server_command"] = server.command
     return result
 
@@ -157,6 +160,9 @@ class _Run:
                                            sum(r.prompt_tokens or 0 for r in ok))
         if self.server is not None:
             point["server_rss_bytes"] = rss.sample()
+            gpu = self.server.gpu_bytes()
+            if gpu:
+                point["server_gpu_bytes"] = gpu
         label = level_label(point)
         self.points.append(point)
         self.records[label] = [asdict(r) for r in recs]

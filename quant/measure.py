@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 from evals.runner import evaluate_task
+from quant import kl_stage
 
 STAGE_EVAL, STAGE_PERF = "evals", "perf"
 
@@ -27,22 +28,24 @@ def _collect_eval(ctx, key: str, task: str, record: dict, vdir: Path, backend: s
 def _collect_perf(ctx, key: str, name: str, record: dict, vdir: Path) -> None:
     result = ctx.cache.load_json(STAGE_PERF, key)
     record["perf"][name] = result
-    if result.get("server_rss_bytes"):
-        record["memory"]["server_rss_bytes"] = max(record["memory"].get("server_rss_bytes", 0),
-                                                   result["server_rss_bytes"])
+    for memory in ("server_rss_bytes", "server_gpu_bytes"):
+        if result.get(memory):
+            record["memory"][memory] = max(record["memory"].get(memory, 0), result[memory])
     _copy_artifact(ctx.cache.path(STAGE_PERF, key) / "records.jsonl", vdir / "perf" / f"{name}.jsonl")
 
 
-def _run_eval(ctx, lm, task, key: str, n_hint: int) -> None:
-    with ctx.reporter.bar(f"  eval {task.name}", total=task.limit or n_hint) as advance:
+def _run_eval(ctx, lm, task, key: str) -> None:
+    size = _task_size(task.name)
+    total = size if task.limit is None else min(task.limit, size or task.limit)
+    with ctx.reporter.bar(f"  eval {task.key}", total=total) as advance:
         if hasattr(lm, "progress"):
             lm.progress = advance
         started = time.time()
-        summary, samples = evaluate_task(lm, task.name, limit=task.limit)
+        summary, samples = evaluate_task(lm, task)
     summary["eval_seconds"] = round(time.time() - started, 2)
     ctx.cache.save_json(STAGE_EVAL, key, summary, extra={"samples.jsonl": samples})
     primary = summary["primary"]
-    ctx.reporter.log(f"  {task.name}: {primary} {summary[primary]['value']:.3f} "
+    ctx.reporter.log(f"  {task.key}: {primary} {summary[primary]['value']:.3f} "
                      f"(n={summary[primary]['n']}, {summary['eval_seconds']:.1f}s)")
 
 
@@ -54,12 +57,13 @@ def measure_served(ctx, variant, checkpoint: Path, ckpt_key: str, record: dict, 
     from quant.sweep import perf_key, task_key
 
     engine_args = {**ctx.recipe.engine.args, **variant.engine_args}
-    eval_keys = {t.name: task_key(ctx, t.name, t.limit, ckpt_key, "served", engine_args) for t in ctx.recipe.tasks}
+    eval_keys = {t.key: task_key(ctx, t, ckpt_key, "served", engine_args) for t in ctx.recipe.tasks}
     perf_keys = {w.name: perf_key(ctx, w, ckpt_key, engine_args) for w in ctx.recipe.perf.workloads}
     slo = ctx.recipe.perf.slo.bounds() if ctx.recipe.perf.slo else None
-    todo_tasks = [t for t in ctx.recipe.tasks if not ctx.cache.has(STAGE_EVAL, eval_keys[t.name])]
+    todo_tasks = [t for t in ctx.recipe.tasks if not ctx.cache.has(STAGE_EVAL, eval_keys[t.key])]
     todo_perf = [w for w in ctx.recipe.perf.workloads if not ctx.cache.has(STAGE_PERF, perf_keys[w.name])]
-    if todo_tasks or todo_perf:
+    todo_kl = kl_stage.todo(ctx, variant, eval_keys)
+    if todo_tasks or todo_perf or todo_kl:
         ctx.reporter.log(f"  starting {ctx.recipe.engine.kind} on 127.0.0.1 …")
         started = time.time()
         try:
@@ -69,9 +73,11 @@ def measure_served(ctx, variant, checkpoint: Path, ckpt_key: str, record: dict, 
                         log_path=vdir / "server.log", dtype=ctx.recipe.engine.dtype) as server:
                 record["serve_command"] = server.command
                 ctx.reporter.log(f"  server ready in {time.time() - started:.0f}s (pid {server.pid})")
-                lm = ServedLM(server.completions_url, variant.name, concurrency=ctx.recipe.eval_concurrency)
+                lm = ServedLM(server.completions_url, variant.name, tokenizer_dir=checkpoint,
+                              concurrency=ctx.recipe.eval_concurrency)
                 for task in todo_tasks:
-                    _run_eval(ctx, lm, task, eval_keys[task.name], n_hint=_task_size(task.name))
+                    _run_eval(ctx, lm, task, eval_keys[task.key])
+                kl_stage.run(ctx, variant, lm, todo_kl, eval_keys)
                 for workload in todo_perf:
                     levels = workload.levels()
                     label = f"{levels[0][0]} " + ", ".join(f"{level:g}" for _, level in levels)
@@ -88,32 +94,37 @@ def measure_served(ctx, variant, checkpoint: Path, ckpt_key: str, record: dict, 
         ctx.reporter.log("  evals and perf: cached")
     for name, key in eval_keys.items():
         _collect_eval(ctx, key, name, record, vdir, "served")
+    kl_stage.collect(ctx, variant, eval_keys, record)
     for name, key in perf_keys.items():
         _collect_perf(ctx, key, name, record, vdir)
     return None
 
 
-def measure_inprocess(ctx, checkpoint: Path, ckpt_key: str, record: dict, vdir: Path) -> None:
+def measure_inprocess(ctx, variant, checkpoint: Path, ckpt_key: str, record: dict, vdir: Path) -> None:
     from evals.backends.inprocess import inprocess_lm
     from quant.sweep import StageError, task_key
 
-    keys = {t.name: task_key(ctx, t.name, t.limit, ckpt_key, "inprocess") for t in ctx.recipe.tasks}
-    todo = [t for t in ctx.recipe.tasks if not ctx.cache.has(STAGE_EVAL, keys[t.name])]
-    if todo:
+    keys = {t.key: task_key(ctx, t, ckpt_key, "inprocess") for t in ctx.recipe.tasks}
+    todo = [t for t in ctx.recipe.tasks if not ctx.cache.has(STAGE_EVAL, keys[t.key])]
+    todo_kl = kl_stage.todo(ctx, variant, keys)
+    if todo or todo_kl:
         try:
             lm = inprocess_lm(checkpoint)
         except Exception as exc:  # noqa: BLE001 - any loader failure is this variant's reason
             raise StageError(f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}") from None
         for task in todo:
-            _run_eval(ctx, lm, task, keys[task.name], n_hint=_task_size(task.name))
+            _run_eval(ctx, lm, task, keys[task.key])
+        kl_stage.run(ctx, variant, lm, todo_kl, keys)
     for name, key in keys.items():
         _collect_eval(ctx, key, name, record, vdir, "inprocess")
+    kl_stage.collect(ctx, variant, keys, record)
 
 
-def _task_size(task: str) -> int:
+def _task_size(task: str) -> int | None:
+    """Items in a task shipped with its data; None where only lm-eval knows."""
     from evals.registry import TASKS_DIR
     data = TASKS_DIR / task / "test.jsonl"
-    return sum(1 for _ in data.open()) if data.exists() else 0
+    return sum(1 for _ in data.open()) if data.exists() else None
 
 
 def _log_perf(ctx, name: str, result: dict) -> None:

@@ -22,15 +22,15 @@ class Reporter:
             self.console.print(f"[dim]{elapsed:7.1f}s[/dim] {message}", style=style)
 
     @contextmanager
-    def bar(self, description: str, total: int):
+    def bar(self, description: str, total: int | None):
         """Yields advance(n=1); a no-op when quiet or when the console is not a terminal."""
         if self.quiet or not self.console.is_terminal:
             start = time.time()
             yield lambda n=1: None
-            self.log(f"{description}: {total} done in {time.time() - start:.1f}s")
+            self.log(f"{description}: {'' if total is None else f'{total} '}done in {time.time() - start:.1f}s")
             return
         columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
         with Progress(*columns, console=self.console, transient=True) as progress:
             task = progress.add_task(description, total=total)
             yield lambda n=1: progress.advance(task, n)
-        self.log(f"{description}: {total} done")
+        self.log(f"{description}: {'' if total is None else f'{total} '}done")

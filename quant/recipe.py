@@ -75,8 +75,33 @@ class Engine(_Strict):
 
 
 class Task(_Strict):
+    """A task by name: one of ours (evals/tasks) or any lm-eval task, with lm-eval's options."""
     name: str
+    label: str | None = Field(default=None, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.,-]*$")  # its key in results
     limit: int | None = Field(default=None, ge=1)   # evaluate only the first N items
+    # Local data instead of the task's hub dataset: one file (the test split) or {split: file}.
+    data_files: str | dict[str, str] | None = None
+    num_fewshot: int | None = Field(default=None, ge=0)
+    apply_chat_template: bool = False
+    fewshot_as_multiturn: bool | None = None   # lm-eval's default: few-shot examples as chat turns
+    system_instruction: str | None = None
+    gen_kwargs: dict[str, Any] | None = None   # override the task's generation settings, e.g. {max_gen_toks: 256}
+
+    @property
+    def key(self) -> str:
+        return self.label or self.name
+
+    @field_validator("data_files")
+    @classmethod
+    def _files_exist(cls, v: str | dict[str, str] | None) -> str | dict[str, str] | None:
+        for path in ([v] if isinstance(v, str) else (v or {}).values()):
+            if not Path(path).is_file():
+                raise ValueError(f"no such file: {path}")
+        return v
+
+    def lm_eval_options(self) -> dict[str, Any]:
+        """What changes the prompts or the data: part of every eval's cache key."""
+        return self.model_dump(exclude={"name", "label", "limit"}, exclude_defaults=True)
 
 
 class Lengths(_Strict):
@@ -253,6 +278,7 @@ class Recipe(_Strict):
     perf: Perf = Field(default_factory=Perf)
     gates: Gates = Field(default_factory=Gates)
     eval_concurrency: int = Field(default=32, ge=1)
+    kl_items: int = Field(default=64, ge=0)  # items per task scored for KL against the baseline; 0: none
 
     @field_validator("tasks", mode="before")
     @classmethod
@@ -270,6 +296,10 @@ class Recipe(_Strict):
             raise ValueError(f"variants: exactly one variant needs `baseline: true` (found {len(baselines)})")
         if not self.tasks:
             raise ValueError("tasks: name at least one task")
+        keys = [t.key for t in self.tasks]
+        twice = sorted({k for k in keys if keys.count(k) > 1})
+        if twice:
+            raise ValueError(f"tasks: {twice} listed twice; give each a distinct `label`")
         if not self.perf.slo and any(w.rate_search for w in self.perf.workloads):
             raise ValueError("perf.slo: a workload's rate_search needs an SLO to meet")
         return self

@@ -11,11 +11,11 @@ import json
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from evals.registry import TASKS_DIR
-from quant.hashing import digest, tree_digest, versions
+from evals.registry import TASKS_DIR, check_tasks
+from quant.hashing import digest, file_digest, tree_digest, versions
 from quant.models import resolve_model
 from quant.progress import Reporter
 from quant.recipe import Recipe, Variant
@@ -38,6 +38,7 @@ class Context:
     engine_version: str | None
     reporter: Reporter
     retry_failed: bool = False
+    kl_reference: dict = field(default_factory=dict)  # task -> the baseline's answers and their top-k
 
     @property
     def engine_key(self) -> str:
@@ -52,18 +53,19 @@ def run_sweep(recipe: Recipe, out: Path, recipe_path: Path | None = None, cache_
 
     reporter = reporter or Reporter()
     out = Path(out)
+    check_tasks(recipe.tasks)
     model_dir = resolve_model(recipe.model, recipe_path.parent if recipe_path else None)
     engine_python = resolve_engine_python(recipe.engine.python)
     ctx = Context(recipe=recipe, out=out, cache=Cache(cache_dir or out.parent / ".cache"),
                   model_dir=model_dir, model_key=tree_digest(model_dir), engine_python=engine_python,
                   engine_version=engine_version(engine_python), reporter=reporter, retry_failed=retry_failed)
     reporter.log(f"sweep [bold]{recipe.name}[/bold]: model {model_dir} · {len(recipe.variants)} variants · "
-                 f"tasks {', '.join(t.name for t in recipe.tasks)} · engine {recipe.engine.kind} {ctx.engine_version}")
+                 f"tasks {', '.join(t.key for t in recipe.tasks)} · engine {recipe.engine.kind} {ctx.engine_version}")
     results = _load_previous(out, recipe)
     results["code_sandbox"] = sandbox.describe()
     if not sandbox.capabilities().isolated:
         reporter.log(f"[yellow]warning[/yellow]: generated code runs without namespace isolation ({results['code_sandbox']})")
-    for variant in recipe.variants:
+    for variant in sorted(recipe.variants, key=lambda v: not v.baseline):  # KL needs the baseline first
         if only and variant.name not in only:
             continue
         reporter.log(f"[bold cyan]{variant.name}[/bold cyan]")
@@ -191,14 +193,18 @@ def _last_error(stderr: str) -> str | None:
     return lines[-1][:300] if lines else None
 
 
-def task_key(ctx: Context, task_name: str, limit: int | None, ckpt_key: str, backend: str,
-             engine_args: dict | None = None) -> str:
+def task_key(ctx: Context, task, ckpt_key: str, backend: str, engine_args: dict | None = None) -> str:
     """Served evals depend on the engine's flags too (e.g. an FP8 KV cache changes the outputs)."""
-    task_dir = TASKS_DIR / task_name
-    task_src = tree_digest(task_dir) if task_dir.is_dir() else task_name
+    task_dir = TASKS_DIR / task.name
+    task_src = tree_digest(task_dir) if task_dir.is_dir() else task.name
+    options = task.lm_eval_options()
+    files = options.pop("data_files", None)
+    files = {"test": files} if isinstance(files, str) else files or {}
+    data = {split: file_digest(Path(path)) for split, path in files.items()}
     engine = (digest(ctx.engine_key, engine_args or {}) if backend == "served"
               else digest(versions("transformers", "compressed-tensors")))
-    return digest("eval", ckpt_key, task_name, task_src, limit, backend, engine, versions("lm_eval"))
+    return digest("eval", ckpt_key, task.name, task_src, task.limit, options, data, backend, engine,
+                  versions("lm_eval"))
 
 
 def perf_key(ctx: Context, workload, ckpt_key: str, engine_args: dict) -> str:
@@ -224,7 +230,7 @@ def measure_variant(ctx: Context, variant: Variant, checkpoint: Path, ckpt_key: 
                       eval_backend="inprocess")
         ctx.reporter.log("  measuring accuracy in-process (transformers) instead; no perf numbers")
         try:
-            measure_inprocess(ctx, checkpoint, ckpt_key, record, vdir)
+            measure_inprocess(ctx, variant, checkpoint, ckpt_key, record, vdir)
         except StageError as exc:
             record.update(status="failed", reason=f"{record['reason']}; in-process eval: {exc}")
     else:

@@ -29,11 +29,13 @@ def _extra(c: Check) -> str:
 
 
 def format_checks(checks: list[Check], baseline: str, candidate: str, rule: str) -> str:
+    tw = max([18, *(len(c.task) for c in checks)])
+    mw = max([14, *(len(c.metric) for c in checks)])
     lines = [f"gate: {candidate} vs {baseline} (rule {rule})",
-             f"{'task':<18} {'metric':<14} {'baseline':>9} {'candidate':>9} {'drop':>8} {'drop CI':>15} "
+             f"{'task':<{tw}} {'metric':<{mw}} {'baseline':>9} {'candidate':>9} {'drop':>8} {'drop CI':>15} "
              f"{'margin':>7} {'flips':>16}  result"]
     for c in checks:
-        lines.append(f"{c.task:<18} {c.metric:<14} {c.baseline:9.3f} {c.candidate:9.3f} {c.drop:+8.3f} "
+        lines.append(f"{c.task:<{tw}} {c.metric:<{mw}} {c.baseline:9.3f} {c.candidate:9.3f} {c.drop:+8.3f} "
                      f"{_interval(c):>15} {c.margin:7.3f} {_flips(c):>16}  {LABEL[c.verdict.outcome]}"
                      f"  ({c.verdict.reason}{_extra(c)})")
     lines.append(f"overall: {LABEL[outcome(checks)]}")

@@ -6,7 +6,7 @@ import base64
 import html
 from pathlib import Path
 
-from reports.markdown import mb, num, paired_cell
+from reports.markdown import mb, num, paired_cell, server_memory
 from reports.table import headline_concurrency, memory_target, rows_for_task, tasks_of
 
 STYLE = """body{font-family:system-ui,sans-serif;margin:2rem;color:#222}table{border-collapse:collapse;margin:1rem 0}
@@ -15,8 +15,8 @@ tr.pareto{background:#eefbe9}.bad{color:#b00}.warn{color:#a60}img{max-width:100%
 
 
 HEADERS = ("", "variant", "accuracy [95% CI]", "Δ vs baseline", "paired Δ [95% CI], lost/gained, McNemar p",
-           "out tok/s", "TTFT p99 ms", "TPOT p99 ms", "E2E p99 ms", "size", "server RSS", "KV bytes/token",
-           "max seqs", "status")
+           "KL vs baseline", "out tok/s", "TTFT p99 ms", "TPOT p99 ms", "E2E p99 ms", "goodput req/s",
+           "max rate meeting SLO", "size", "server memory", "KV bytes/token", "max seqs", "status")
 
 
 def render_html(results: dict, png: Path | None, run_dir: Path | None = None) -> str:
@@ -27,7 +27,9 @@ def render_html(results: dict, png: Path | None, run_dir: Path | None = None) ->
              f"<p>Model <code>{e(str(results['model']))}</code>, baseline <b>{e(results['baseline'])}</b>. "
              f"Perf at concurrency {c}. Green rows are Pareto-optimal (accuracy, output tokens/s, E2E p99 latency, size). "
              f"<i>Paired</i>: difference to the baseline on the same items (95% CI), items lost/gained, "
-             f"McNemar's exact p. <i>Max seqs</i>: sequences of the first workload's length whose KV cache fits "
+             f"McNemar's exact p. <i>KL</i>: mean KL divergence (nats/token) of next-token distributions from the "
+             f"baseline's, on its own answers. <i>Goodput</i>: requests/s meeting every SLO bound; <i>max rate</i>: "
+             f"the highest rate a rate search found to meet the SLO. <i>Max seqs</i>: sequences of the first workload's length whose KV cache fits "
              f"beside the weights on {e(memory_target(results))} (activations ignored).</p>"]
     if png and png.exists():
         data = base64.b64encode(png.read_bytes()).decode()
@@ -40,9 +42,10 @@ def render_html(results: dict, png: Path | None, run_dir: Path | None = None) ->
             cells = [("", "★" if r.pareto else ""), ("", e(r.variant)), ("", acc),
                      ("bad" if r.delta is not None and r.delta < -0.02 else "",
                       "-" if r.delta is None else f"{r.delta:+.3f}"),
-                     ("", e(paired_cell(r))), ("", num(r.out_tok_s, ".0f")), ("", num(r.ttft_p99_ms, ".1f")),
-                     ("", num(r.tpot_p99_ms, ".2f")), ("", num(r.e2e_p99_ms, ".0f")), ("", mb(r.size_bytes)),
-                     ("", mb(r.rss_bytes)), ("", num(r.kv_bytes_per_token, ",d")), ("", num(r.max_sequences, ",d")),
+                     ("", e(paired_cell(r))), ("", num(r.kl, ".4f")), ("", num(r.out_tok_s, ".0f")),
+                     ("", num(r.ttft_p99_ms, ".1f")), ("", num(r.tpot_p99_ms, ".2f")), ("", num(r.e2e_p99_ms, ".0f")),
+                     ("", num(r.goodput_rps, ".1f")), ("", num(r.max_rate_meeting_slo, ".2f")), ("", mb(r.size_bytes)),
+                     ("", server_memory(r)), ("", num(r.kv_bytes_per_token, ",d")), ("", num(r.max_sequences, ",d")),
                      ("" if r.status == "ok" else "warn", e(status))]
             parts.append(f"<tr class='{'pareto' if r.pareto else ''}'>"
                          + "".join(f"<td class='{cls}'>{text}</td>" for cls, text in cells) + "</tr>")

@@ -9,6 +9,11 @@ def mb(n: int | None) -> str:
     return f"{n / 1e6:.2f} MB" if n else "-"
 
 
+def server_memory(r) -> str:
+    """RSS, and the device memory the server held where it ran on a GPU."""
+    return mb(r.rss_bytes) + (f" + {r.gpu_bytes / 2**30:.1f} GiB GPU" if r.gpu_bytes else "")
+
+
 def num(x: float | None, fmt: str) -> str:
     return format(x, fmt) if x is not None else "-"
 
@@ -28,23 +33,26 @@ def render_markdown(results: dict, run_dir=None) -> str:
              f"Baseline: **{results['baseline']}**. Perf at concurrency {c} (highest measured level). "
              "★ = Pareto-optimal over accuracy, output tokens/s, E2E p99 latency and size. 95% CIs in brackets; "
              "*paired* = the difference to the baseline on the same items (95% CI), items lost/gained, "
-             "McNemar's exact p. *KV/tok*: KV-cache bytes per token (from the model config); *max seqs*: sequences "
+             "McNemar's exact p; *KL*: mean KL divergence (nats/token) of next-token distributions from the "
+             "baseline's on its own answers. *goodput*: requests/s meeting every SLO bound; *max rate*: the highest "
+             "rate a rate search found to meet the SLO. *KV/tok*: KV-cache bytes per token (from the model config); *max seqs*: sequences "
              f"of the first workload's length whose KV cache fits beside the weights on {memory_target(results)} "
              "(an upper bound: activations ignored).", ""]
     for task in tasks_of(results):
         rows = rows_for_task(results, task, run_dir)
         metric = metric_of(results, task)
         lines += [f"## {task} ({metric})", "",
-                  "| | variant | accuracy | Δ vs baseline | paired | out tok/s | TTFT p99 ms | TPOT p99 ms "
-                  "| E2E p99 ms | size | server RSS | KV/tok | max seqs | status |",
-                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+                  "| | variant | accuracy | Δ vs baseline | paired | KL | out tok/s | TTFT p99 ms | TPOT p99 ms "
+                  "| E2E p99 ms | goodput | max rate | size | server memory | KV/tok | max seqs | status |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for r in sorted(rows, key=lambda r: -(r.accuracy or -1)):
             acc = f"{r.accuracy:.3f} [{r.ci95[0]:.3f}, {r.ci95[1]:.3f}]" if r.accuracy is not None else "-"
             delta = f"{r.delta:+.3f}" if r.delta is not None else "-"
             status = r.status + (" (in-process eval)" if r.backend == "inprocess" else "")
             lines.append(f"| {'★' if r.pareto else ''} | {r.variant} | {acc} | {delta} | {paired_cell(r)} "
-                         f"| {num(r.out_tok_s, '.0f')} | {num(r.ttft_p99_ms, '.1f')} | {num(r.tpot_p99_ms, '.2f')} "
-                         f"| {num(r.e2e_p99_ms, '.0f')} | {mb(r.size_bytes)} | {mb(r.rss_bytes)} "
+                         f"| {num(r.kl, '.4f')} | {num(r.out_tok_s, '.0f')} | {num(r.ttft_p99_ms, '.1f')} "
+                         f"| {num(r.tpot_p99_ms, '.2f')} | {num(r.e2e_p99_ms, '.0f')} | {num(r.goodput_rps, '.1f')} "
+                         f"| {num(r.max_rate_meeting_slo, '.2f')} | {mb(r.size_bytes)} | {server_memory(r)} "
                          f"| {num(r.kv_bytes_per_token, ',d')} | {num(r.max_sequences, ',d')} | {status} |")
         lines.append("")
     failures = [(n, v) for n, v in results["variants"].items() if v["status"] != "ok"]

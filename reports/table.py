@@ -23,9 +23,13 @@ class Row:
     e2e_p99_ms: float | None
     size_bytes: int | None
     rss_bytes: int | None
+    gpu_bytes: int | None = None  # device memory the server held (CUDA)
     kv_bytes_per_token: int | None = None
     max_sequences: int | None = None   # of the first workload's length, in the KV cache beside the weights
     paired: dict | None = None   # against the baseline on the same items (evals.stats.paired_difference)
+    kl: float | None = None      # mean KL of next-token distributions against the baseline (evals.kl)
+    goodput_rps: float | None = None        # at the headline point, under the recipe's SLO
+    max_rate_meeting_slo: float | None = None  # from a workload's rate search
     pareto: bool = False
 
 
@@ -36,6 +40,12 @@ def headline_point(variant: dict) -> dict | None:
         if points:
             return max(points, key=lambda p: p["concurrency"])
     return None
+
+
+def max_rate_meeting_slo(variant: dict) -> float | None:
+    """The highest request rate a workload's rate search found to meet the SLO (the first such workload)."""
+    return next((w["max_rate_meeting_slo"] for w in variant.get("perf", {}).values()
+                 if w.get("max_rate_meeting_slo") is not None), None)
 
 
 def headline_concurrency(results: dict) -> int | None:
@@ -91,9 +101,13 @@ def rows_for_task(results: dict, task: str, run_dir: Path | None = None) -> list
             out_tok_s=point["output_tokens_per_s"] if point else None,
             ttft_p99_ms=latency("ttft_ms"), tpot_p99_ms=latency("tpot_ms"), e2e_p99_ms=latency("e2e_ms"),
             size_bytes=v.get("size_bytes"), rss_bytes=v.get("memory", {}).get("server_rss_bytes"),
+            gpu_bytes=v.get("memory", {}).get("server_gpu_bytes"),
             kv_bytes_per_token=v.get("memory", {}).get("kv_bytes_per_token"),
             max_sequences=v.get("memory", {}).get("max_sequences"),
-            paired=paired_vs_baseline(results, run_dir, name, task, acc["metric"]) if acc else None))
+            paired=paired_vs_baseline(results, run_dir, name, task, acc["metric"]) if acc else None,
+            kl=(acc.get("kl") or {}).get("value") if acc else None,
+            goodput_rps=point.get("goodput_rps") if point else None,
+            max_rate_meeting_slo=max_rate_meeting_slo(v)))
     mark_pareto(rows)
     return rows
 

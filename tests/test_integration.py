@@ -32,6 +32,10 @@ tasks:
   - {name: demo_code, limit: 12}
   - {name: demo_math, limit: 12}
   - {name: demo_extraction, limit: 12}
+  # lm-eval's own tasks by name on local data: gsm8k (generation) and arc_easy (loglikelihood through the engine)
+  - {name: gsm8k, data_files: evals/tasks/demo_math/test.jsonl, num_fewshot: 0, limit: 12}
+  - {name: arc_easy, data_files: tests/data/arc_easy.jsonl}
+kl_items: 8
 perf:
   workloads:
     - {name: tiny, prompt_tokens: 32, output_tokens: 8, concurrency: [1, 4], requests_per_level: 8, warmup_requests: 1}
@@ -40,7 +44,7 @@ perf:
   slo: {e2e_ms: 600000}
 gates:
   max_drop: 0.5
-  min_n: 10
+  min_n: 4
 """
 
 
@@ -82,6 +86,21 @@ def test_every_variant_served_and_scored(sweep):
         (open_point,) = v["perf"]["open"]["points"]    # 8 Poisson arrivals + one burst of 4
         assert open_point["rate"] == 8 and open_point["n"] == 12 and open_point["errors"] == 0
         assert open_point["server_check"]["match"] and v["perf"]["open"]["warnings"] == []
+
+
+def test_lm_eval_tasks_by_name_and_kl_against_the_baseline(sweep):
+    _, _, results, _ = sweep
+    base, cand, inproc = (results["variants"][n] for n in ("bf16", "w4a16-rtn", "w8a16-rtn"))
+    assert base["accuracy"]["gsm8k"]["metric"] == "exact_match,strict-match"
+    assert base["accuracy"]["gsm8k"]["value"] >= 0.75 and base["accuracy"]["gsm8k"]["n"] == 12
+    assert base["accuracy"]["arc_easy"]["metric"] == "acc" and base["accuracy"]["arc_easy"]["n"] == 4
+    # KL of next-token distributions on the baseline's answers: generation tasks only, never for the baseline
+    assert all("kl" not in a for a in base["accuracy"].values())
+    for variant in (cand, inproc):
+        for task in ("demo_code", "demo_math", "demo_extraction", "gsm8k"):
+            kl = variant["accuracy"][task]["kl"]
+            assert kl["n"] == 8 and 0.0 < kl["value"] < 1.0 and kl["top_k"] == 20
+        assert "kl" not in variant["accuracy"]["arc_easy"]
 
 
 def test_engine_rejection_is_recorded_and_the_sweep_goes_on(sweep):

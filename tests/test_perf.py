@@ -415,3 +415,10 @@ def test_rate_search_finds_the_knee_of_a_one_at_a_time_server(fake, tokenizer_di
     assert rates[:2] == [8, 128] and len(rates) == 5
     assert res["points"][0]["slo_attainment"] == 1.0 and res["points"][1]["slo_attainment"] < 0.9
     assert 16 <= res["max_rate_meeting_slo"] <= 45
+
+
+def test_nvidia_smi_compute_apps_parse_to_bytes_per_pid():
+    from perf.engines.process import parse_gpu_apps
+    out = "4242, 70123\n4243, 512\n4242, 1\n[Not Supported], 3\n"
+    assert parse_gpu_apps(out) == {4242: 70124 << 20, 4243: 512 << 20}
+    assert parse_gpu_apps("") == {}

@@ -1,13 +1,16 @@
-"""An lm-eval LM that sends every request to an OpenAI-compatible /v1/completions at once (bounded)."""
+"""An lm-eval LM on an OpenAI-compatible /v1/completions: every request in flight at once (bounded), retries
+with backoff, greedy. Generation sends text; scoring (loglikelihood, next-token top-k) sends token ids with
+`echo` and `max_tokens: 0`, so the engine returns the prompt's own logprobs."""
 
 from __future__ import annotations
 
 import asyncio
 import random
+from functools import cached_property
+from pathlib import Path
 
 import httpx
 from lm_eval.api.model import LM
-
 
 MAX_SERVER_STOPS = 4  # vLLM's OpenAI schema caps `stop` at 4 strings; the rest are applied here
 
@@ -17,44 +20,135 @@ def truncate_at_stops(text: str, stops: list[str]) -> str:
     return text[:cut]
 
 
+def split_ids(encode, context: str, continuation: str) -> tuple[list[int], list[int]]:
+    """Token ids of context and continuation, split where encoding the whole text puts the boundary."""
+    whole, ctx = encode(context + continuation), encode(context)
+    n_ctx = min(len(ctx), len(whole) - 1)
+    return whole[:n_ctx], whole[n_ctx:]
+
+
 class ServedLM(LM):
-    def __init__(self, completions_url: str, model: str, concurrency: int = 32, max_retries: int = 4,
-                 timeout_s: float = 300.0, progress=None) -> None:
+    def __init__(self, completions_url: str, model: str, tokenizer_dir: str | Path | None = None,
+                 concurrency: int = 32, max_retries: int = 4, timeout_s: float = 300.0, progress=None) -> None:
         super().__init__()
-        self.url, self.model = completions_url, model
+        self.url, self.model, self.tokenizer_dir = completions_url, model, tokenizer_dir
         self.concurrency, self.max_retries, self.timeout_s = concurrency, max_retries, timeout_s
         self.progress = progress  # callable(n_done) or None
 
+    # -- what lm-eval asks of a model ---------------------------------------------------------------
+
     def generate_until(self, requests, disable_tqdm: bool = False) -> list[str]:
-        return asyncio.run(self._generate_all([r.args for r in requests]))
+        return self._run_all([self._generate(context, kwargs) for context, kwargs in (r.args for r in requests)])
 
-    async def _generate_all(self, args: list[tuple[str, dict]]) -> list[str]:
-        limits = httpx.Limits(max_connections=self.concurrency, max_keepalive_connections=self.concurrency)
-        gate = asyncio.Semaphore(self.concurrency)
-        async with httpx.AsyncClient(timeout=self.timeout_s, limits=limits) as client:
-            async def one(context: str, gen_kwargs: dict) -> str:
-                async with gate:
-                    text = await self._complete(client, context, gen_kwargs)
-                if self.progress:
-                    self.progress(1)
-                return text
-            return await asyncio.gather(*(one(c, g) for c, g in args))
+    def loglikelihood(self, requests, disable_tqdm: bool = False) -> list[tuple[float, bool]]:
+        """Sum of the continuation's logprobs and whether greedy decoding would produce it."""
+        return self._run_all([self._continuation_logprob(*self._split_ids(context, continuation))
+                              for context, continuation in (r.args for r in requests)])
 
-    async def _complete(self, client: httpx.AsyncClient, context: str, gen_kwargs: dict) -> str:
+    def loglikelihood_rolling(self, requests, disable_tqdm: bool = False) -> list[float]:
+        """Sum of the logprobs of every token of the text after the first (texts must fit the context)."""
+        encoded = [self._encode(text) for (text,) in (r.args for r in requests)]
+        return self._run_all([self._continuation_logprob(ids[:1], ids[1:], scored=True) for ids in encoded])
+
+    @property
+    def tokenizer_name(self) -> str:
+        return str(self.tokenizer_dir or self.model).replace("/", "__")
+
+    def chat_template(self, chat_template: bool | str = False) -> str | None:
+        if chat_template is False or chat_template is None:
+            return None
+        return chat_template if isinstance(chat_template, str) else self.tokenizer.chat_template
+
+    def apply_chat_template(self, chat_history: list[dict[str, str]], add_generation_prompt: bool = True) -> str:
+        if not self.tokenizer.chat_template:
+            raise ValueError(f"apply_chat_template: the tokenizer in {self.tokenizer_dir} has no chat template")
+        text = self.tokenizer.apply_chat_template(chat_history, tokenize=False,
+                                                  add_generation_prompt=add_generation_prompt)
+        bos = self.tokenizer.bos_token
+        return text.removeprefix(bos) if bos else text  # the engine adds BOS when it tokenizes the prompt
+
+    # -- next-token distributions, for KL divergence against another variant -------------------------
+
+    def topk_logprobs(self, pairs: list[tuple[str, str]], k: int = 20) -> list[list[dict[str, float]]]:
+        """Per (context, continuation): for each continuation token, the top-k next-token logprobs there."""
+        return self._run_all([self._continuation_topk(*self._split_ids(c, x), k) for c, x in pairs])
+
+    # -- internals ------------------------------------------------------------------------------------
+
+    @cached_property
+    def tokenizer(self):
+        if self.tokenizer_dir is None:
+            raise ValueError("this ServedLM has no tokenizer_dir: scoring and chat templates need the tokenizer")
+        from transformers import AutoTokenizer
+        return AutoTokenizer.from_pretrained(self.tokenizer_dir)
+
+    @cached_property
+    def max_model_len(self) -> int | None:
+        models_url = self.url.rsplit("/completions", 1)[0] + "/models"
+        try:
+            cards = httpx.get(models_url, timeout=30).json()["data"]
+        except (httpx.HTTPError, KeyError, ValueError):
+            return None
+        return next((c.get("max_model_len") for c in cards if c.get("id") == self.model), None)
+
+    def _encode(self, text: str) -> list[int]:
+        return self.tokenizer(text, add_special_tokens=True)["input_ids"]
+
+    def _split_ids(self, context: str, continuation: str) -> tuple[list[int], list[int]]:
+        return split_ids(self._encode, context, continuation)
+
+    def _run_all(self, coroutines: list) -> list:
+        async def run() -> list:
+            limits = httpx.Limits(max_connections=self.concurrency, max_keepalive_connections=self.concurrency)
+            gate = asyncio.Semaphore(self.concurrency)
+            async with httpx.AsyncClient(timeout=self.timeout_s, limits=limits) as client:
+                self._client = client
+
+                async def one(work):
+                    async with gate:
+                        result = await work
+                    if self.progress:
+                        self.progress(1)
+                    return result
+                return await asyncio.gather(*(one(c) for c in coroutines))
+        return asyncio.run(run())
+
+    async def _generate(self, context: str, gen_kwargs: dict) -> str:
         until = gen_kwargs.get("until") or []
         until = [until] if isinstance(until, str) else list(until)
-        body = {
-            "model": self.model, "prompt": context,
-            "max_tokens": int(gen_kwargs.get("max_gen_toks", 256)),
-            "temperature": float(gen_kwargs.get("temperature", 0.0)),
-            "stop": until[:MAX_SERVER_STOPS],
-            "seed": 1234,
-        }
+        max_tokens = int(gen_kwargs.get("max_gen_toks", 256))
+        if self.max_model_len and self.tokenizer_dir is not None:  # ask for no more than the context holds
+            max_tokens = min(max_tokens, self.max_model_len - len(self._encode(context)))
+            if max_tokens < 1:
+                return ""
+        body = {"prompt": context, "max_tokens": max_tokens, "temperature": float(gen_kwargs.get("temperature", 0.0)),
+                "stop": until[:MAX_SERVER_STOPS], "seed": 1234}
+        return truncate_at_stops((await self._post(body))["text"], until)
+
+    async def _prompt_logprobs(self, ids: list[int], k: int) -> dict:
+        return (await self._post({"prompt": ids, "max_tokens": 0, "echo": True, "logprobs": k,
+                                  "temperature": 0.0}))["logprobs"]
+
+    async def _continuation_logprob(self, ctx: list[int], cont: list[int], scored: bool = False):
+        lp = await self._prompt_logprobs(ctx + cont, 1)
+        tail = range(len(ctx), len(ctx) + len(cont))
+        total = sum(lp["token_logprobs"][i] for i in tail)
+        if scored:
+            return total
+        greedy = all(lp["token_logprobs"][i] >= max(lp["top_logprobs"][i].values()) - 1e-6 for i in tail)
+        return total, greedy
+
+    async def _continuation_topk(self, ctx: list[int], cont: list[int], k: int) -> list[dict[str, float]]:
+        lp = await self._prompt_logprobs(ctx + cont, k)
+        return [dict(lp["top_logprobs"][i]) for i in range(len(ctx), len(ctx) + len(cont))]
+
+    async def _post(self, body: dict) -> dict:
+        body = {"model": self.model, **body}
         for attempt in range(self.max_retries + 1):
             try:
-                response = await client.post(self.url, json=body)
+                response = await self._client.post(self.url, json=body)
                 if response.status_code == 200:
-                    return truncate_at_stops(response.json()["choices"][0]["text"], until)
+                    return response.json()["choices"][0]
                 if response.status_code < 500 and response.status_code != 429:  # our request is wrong: no retry
                     raise RuntimeError(f"HTTP {response.status_code} from {self.url}: {response.text[:300]}")
                 error = f"HTTP {response.status_code}: {response.text[:200]}"
@@ -64,10 +158,3 @@ class ServedLM(LM):
                 raise RuntimeError(f"completion failed after {attempt + 1} attempts: {error}")
             await asyncio.sleep(min(8.0, 0.5 * 2 ** attempt) * (0.5 + random.random()))
         raise AssertionError("unreachable")
-
-    def loglikelihood(self, requests, disable_tqdm: bool = False):
-        raise NotImplementedError("the served backend runs generate_until tasks; use an in-process backend "
-                                  "for loglikelihood tasks")
-
-    def loglikelihood_rolling(self, requests, disable_tqdm: bool = False):
-        raise NotImplementedError("the served backend runs generate_until tasks")

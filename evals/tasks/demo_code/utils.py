@@ -1,7 +1,7 @@
 from pathlib import Path
 
+from evals import code_scoring
 from evals.demo import code_gen
-from evals.execute import run_program
 from evals.registry import local_test_split
 
 HERE = Path(__file__).resolve().parent
@@ -15,10 +15,8 @@ def doc_to_text(doc):
     return code_gen.prompt_of(doc)
 
 
-def program_of(doc, completion: str) -> str:
-    return f"{doc['prompt']}{completion}\n\n{doc['test']}\ncheck({doc['entry_point']})\n"
+prefetch = code_scoring.prefetching_filter(code_scoring.humaneval_program)
 
 
 def process_results(doc, results):
-    outcome = run_program(program_of(doc, results[0]))
-    return {"pass@1": float(outcome.passed)}
+    return {"pass@1": code_scoring.passed(code_scoring.humaneval_program(doc, results[0]))}

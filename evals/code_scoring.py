@@ -1,0 +1,61 @@
+"""pass@1 for code tasks: assemble each program, run it in the sandbox, many at once.
+
+lm-eval scores one document at a time. A task's filter sees every response first, so `prefetch` runs all
+programs from a pool of threads (each waits on its sandboxed process) and keeps the outcomes; `passed` then
+answers from them, and runs a program itself only if it was not prefetched.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+
+from evals.execute import run_program
+
+_outcomes: dict[str, bool] = {}
+
+
+def humaneval_program(doc: dict, completion: str) -> str:
+    return f"{doc['prompt']}{completion}\n\n{doc['test']}\ncheck({doc['entry_point']})\n"
+
+
+def mbpp_program(doc: dict, completion: str) -> str:
+    setup = doc.get("test_setup_code") or ""
+    return f"{setup}\n{completion}\n\n" + "\n".join(doc["test_list"]) + "\n"
+
+
+def _key(program: str) -> str:
+    return hashlib.sha256(program.encode()).hexdigest()
+
+
+def _run(program: str) -> bool:
+    return run_program(program).passed
+
+
+def workers() -> int:
+    """Twice the cores: much of each run is spent waiting for the sandbox to start."""
+    return max(1, min(16, 2 * len(os.sched_getaffinity(0))))
+
+
+def prefetch(programs: list[str]) -> None:
+    todo = list({_key(p): p for p in programs if _key(p) not in _outcomes}.items())
+    if len(todo) < 2:
+        return
+    with ThreadPoolExecutor(workers()) as pool:
+        for (key, _), ok in zip(todo, pool.map(_run, [p for _, p in todo])):
+            _outcomes[key] = ok
+
+
+def passed(program: str) -> float:
+    ok = _outcomes.pop(_key(program), None)
+    return float(run_program(program).passed if ok is None else ok)
+
+
+def prefetching_filter(program_of: Callable[[dict, str], str]):
+    """An lm-eval `custom` filter_fn: leaves the responses as they are, runs their programs in parallel."""
+    def filter_fn(resps: list[list[str]], docs: list[dict]) -> list[list[str]]:
+        prefetch([program_of(doc, r) for rs, doc in zip(resps, docs) for r in rs])
+        return resps
+    return filter_fn

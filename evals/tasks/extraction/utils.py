@@ -1,0 +1,22 @@
+import json
+
+from evals import extraction_scoring
+
+
+def needs_data_files(**kwargs):
+    raise ValueError("task extraction has no data of its own: name a JSONL of {text, gold, schema} in the "
+                     "recipe (tasks: [{name: extraction, data_files: my_items.jsonl}])")
+
+
+def doc_to_text(doc):
+    return extraction_scoring.prompt_of(doc)
+
+
+def doc_to_target(doc):
+    return json.dumps(extraction_scoring.gold_of(doc))
+
+
+def process_results(doc, results):
+    scores = extraction_scoring.score(doc, results[0])
+    scores.setdefault("schema_valid", scores["json_valid"])  # no schema: any JSON object conforms
+    return scores
