@@ -39,21 +39,21 @@ def run(ctx, variant, lm, task_keys: list[str], eval_keys: dict[str, str]) -> No
     """The uncached halves, with `lm` (anything with topk_logprobs) on this variant."""
     for task in task_keys:
         if variant.baseline:
-            key = _reference_key(ctx, eval_keys[task])
             pairs = reference_pairs(_samples(ctx, eval_keys[task]), ctx.recipe.kl_items)
-            topk = lm.topk_logprobs([(prompt, answer) for _, prompt, answer in pairs], TOP_K) if pairs else []
-            ctx.cache.save_json(STAGE_REFERENCE, key, {"pairs": pairs, "topk": topk})
         else:
             reference = ctx.kl_reference[task]
-            with ctx.reporter.bar(f"  KL {task}", total=len(reference["pairs"])) as advance:
-                if hasattr(lm, "progress"):
-                    lm.progress = advance
-                topk = lm.topk_logprobs([(p, a) for _, p, a in reference["pairs"]], TOP_K)
-            per_item = [item_kl(b, c) for b, c in zip(reference["topk"], topk)]
-            items = [{"doc_id": d, "kl": v} for (d, _, _), v in zip(reference["pairs"], per_item) if v is not None]
-            summary = mean_ci([i["kl"] for i in items]) if items else None
-            ctx.cache.save_json(STAGE_KL, _kl_key(eval_keys[task], reference["key"]),
-                                {"summary": summary, "items": items})
+            pairs = reference["pairs"]
+        with ctx.reporter.bar(f"  KL {'reference ' if variant.baseline else ''}{task}", total=len(pairs)) as advance:
+            if hasattr(lm, "progress"):
+                lm.progress = advance
+            topk = lm.topk_logprobs([(prompt, answer) for _, prompt, answer in pairs], TOP_K) if pairs else []
+        if variant.baseline:
+            ctx.cache.save_json(STAGE_REFERENCE, _reference_key(ctx, eval_keys[task]), {"pairs": pairs, "topk": topk})
+            continue
+        per_item = [item_kl(b, c) for b, c in zip(reference["topk"], topk)]
+        items = [{"doc_id": d, "kl": v} for (d, _, _), v in zip(pairs, per_item) if v is not None]
+        summary = mean_ci([i["kl"] for i in items]) if items else None
+        ctx.cache.save_json(STAGE_KL, _kl_key(eval_keys[task], reference["key"]), {"summary": summary, "items": items})
 
 
 def collect(ctx, variant, eval_keys: dict[str, str], record: dict) -> None:

@@ -195,3 +195,12 @@ def test_sweep_with_an_unknown_task_stops_before_any_work(tmp_path):
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert "tasks.1 (gsm8kk): no task 'gsm8kk'" in proc.stderr and "did you mean gsm8k" in proc.stderr
     assert not (tmp_path / "run").exists()
+
+
+def test_mbpp_by_name_on_local_data_keeps_lm_evals_prompt_and_shots():
+    summary, samples = evaluate_task(inprocess_lm(DEMO_MODEL),
+                                     Task(name="mbpp", data_files=str(REPO / "tests/data/mbpp.jsonl")))
+    assert summary["primary"] == "pass@1" and summary["pass@1"]["n"] == 2
+    prompt = samples[0]["prompt"]
+    assert prompt.count("[BEGIN]") == 4 and "similar_elements" in prompt   # lm-eval's 3 shots, then the item
+    assert prompt.endswith('assert remove_Occ("PHP","P") == "H"\n[BEGIN]\n')
