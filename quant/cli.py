@@ -200,6 +200,41 @@ def cmd_sandbox_check(args) -> int:
     return EXIT_OK if all(o.contained for o in outcomes) else EXIT_FAIL
 
 
+def cmd_sensitivity(args) -> int:
+    from evals.registry import TaskError, check_tasks
+    from quant.hashing import tree_digest
+    from quant.models import ModelNotFound, resolve_model
+    from quant.progress import Reporter
+    from quant.recipe import Sensitivity
+    from quant.sensitivity import ranking, write_report
+    from quant.store import Cache
+
+    recipe = load_recipe(args.recipe)
+    ranked = [v for v in recipe.variants if v.scheme is not None or v.weights is not None]
+    try:
+        variant = recipe.variant(args.variant) if args.variant else ranked[0]
+    except (KeyError, IndexError) as exc:
+        print(f"error: {exc.args[0] if isinstance(exc, KeyError) else 'no variant with a scheme or weights'}",
+              file=sys.stderr)
+        return EXIT_ERROR
+    base = variant.sensitivity or Sensitivity(keep_top=1)
+    spec = base.model_copy(update={k: v for k, v in (("by", args.by), ("samples", args.samples),
+                                                      ("items_per_task", args.items)) if v is not None})
+    try:
+        check_tasks(recipe.tasks)
+        model_dir = resolve_model(recipe.model, Path(args.recipe).parent)
+        out = Path(args.out) if args.out else Path("runs") / recipe.name / "sensitivity" / variant.name
+        cache = Cache(Path(args.cache_dir) if args.cache_dir else Path("runs") / ".cache")
+        result = ranking(cache, Reporter(), model_dir, tree_digest(model_dir), recipe, variant, spec, args.device)
+    except (TaskError, ModelNotFound, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    paths = write_report(result, out, variant.sensitivity.keep_top if variant.sensitivity else None)
+    print(paths[1].read_text())
+    print(f"wrote {', '.join(map(str, paths))}")
+    return EXIT_OK
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="quant", description="LLM quantization accuracy and performance regression suite")
     sub = p.add_subparsers(dest="command", required=True)
@@ -250,6 +285,18 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("run_a")
     m.add_argument("run_b")
     m.set_defaults(func=cmd_compare)
+
+    z = sub.add_parser("sensitivity", help="rank layers by the damage quantizing each alone does (KL, task loss)")
+    z.add_argument("recipe")
+    z.add_argument("--variant", help="whose weight scheme to rank under (default: the first with one)")
+    z.add_argument("--by", choices=["module", "layer"], help="unit: one Linear (q/k/v and gate/up fused, as vLLM runs them) or a decoder layer "
+                   "(default module)")
+    z.add_argument("--samples", type=int, help="calibration texts for the KL (default 32)")
+    z.add_argument("--items", type=int, help="items per task for the loss change (default 32; 0: none)")
+    z.add_argument("--device", default="cpu", help="torch device, e.g. cuda")
+    z.add_argument("--out", help="report directory (default runs/<recipe>/sensitivity/<variant>)")
+    z.add_argument("--cache-dir", help="stage cache (default runs/.cache, the sweep's)")
+    z.set_defaults(func=cmd_sensitivity)
 
     x = sub.add_parser("sandbox-check", help="run the hostile-program corpus; exit 1 if any is not contained")
     x.set_defaults(func=cmd_sandbox_check)

@@ -28,6 +28,14 @@ class WeightSpec(_Strict):
     type: Literal["int", "float"] = "int"
 
 
+class Sensitivity(_Strict):
+    """Keep the units a sensitivity analysis ranks most sensitive in 16-bit (`quant sensitivity` shows it)."""
+    keep_top: int = Field(ge=1)
+    by: Literal["module", "layer"] = "module"   # a unit: one Linear, or every Linear of a decoder layer
+    samples: int = Field(default=32, ge=1)          # calibration texts the KL is measured on
+    items_per_task: int = Field(default=32, ge=0)  # task items whose loss change is reported beside the KL
+
+
 class Variant(_Strict):
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
     baseline: bool = False
@@ -37,10 +45,13 @@ class Variant(_Strict):
     weights: WeightSpec | None = None  # custom weight-only scheme
     algorithm: Literal["rtn", "gptq", "awq"] = "rtn"
     smoothquant: float | None = Field(default=None, gt=0, lt=1)
+    # GPTQ activation ordering; None: llmcompressor's default (static). "group" is not supported by its GPTQ.
+    actorder: Literal["static", "weight"] | None = None
     ignore: list[str] = Field(default_factory=lambda: ["lm_head"])  # modules kept in 16-bit
     recipe: str | None = None          # a verbatim llmcompressor recipe: a file path or inline YAML
     checkpoint: str | None = None      # an already-quantized checkpoint: served as it is
     engine_args: dict[str, Any] = Field(default_factory=dict)
+    sensitivity: Sensitivity | None = None
 
     @model_validator(mode="after")
     def _one_source(self) -> "Variant":
@@ -49,6 +60,10 @@ class Variant(_Strict):
             raise ValueError(f"give only one of {', '.join(sources)}")
         if self.baseline and sources:
             raise ValueError("the baseline is the unquantized model: drop " + sources[0])
+        if self.actorder and self.algorithm != "gptq":
+            raise ValueError("actorder is a GPTQ option: set algorithm: gptq")
+        if self.sensitivity and self.scheme is None and self.weights is None:
+            raise ValueError("sensitivity: needs a `scheme` or `weights` to rank the layers under")
         if self.algorithm == "awq" and self.scheme and not self.scheme.startswith("W4A16"):
             raise ValueError(f"algorithm awq needs a W4A16 scheme, not {self.scheme}")
         return self

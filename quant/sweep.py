@@ -150,6 +150,8 @@ def ensure_checkpoint(ctx: Context, variant: Variant) -> tuple[Path, str, dict]:
         return path.resolve(), tree_digest(path), {"source": "existing checkpoint"}
     if not variant.quantized:
         return ctx.model_dir, ctx.model_key, {"source": "original model", "scheme": "bf16"}
+    if variant.sensitivity:
+        variant = _keep_most_sensitive(ctx, variant)
     quant_fields = variant.model_dump(mode="json", exclude={"name", "description", "engine_args", "baseline"})
     key = digest("checkpoint", ctx.model_key, quant_fields, ctx.recipe.calibration.model_dump(mode="json"),
                  library_versions())
@@ -175,6 +177,19 @@ def ensure_checkpoint(ctx: Context, variant: Variant) -> tuple[Path, str, dict]:
     manifest_path = path / "quant_manifest.json"
     manifest = read_json(manifest_path) if manifest_path.exists() else {}
     return path, key, manifest
+
+
+def _keep_most_sensitive(ctx: Context, variant: Variant) -> Variant:
+    from quant.sensitivity import ranking, with_kept_modules, write_report
+    try:
+        result = ranking(ctx.cache, ctx.reporter, ctx.model_dir, ctx.model_key, ctx.recipe, variant)
+    except ValueError as exc:
+        raise StageError(f"sensitivity analysis: {exc}") from None
+    write_report(result, ctx.out / "variants" / variant.name / "sensitivity", variant.sensitivity.keep_top)
+    kept = with_kept_modules(variant, result)
+    ctx.reporter.log(f"  sensitivity: keeping the {variant.sensitivity.keep_top} most sensitive units in 16-bit: "
+                     + ", ".join(kept.ignore[len(variant.ignore):]))
+    return kept
 
 
 def _describe(variant: Variant) -> str:

@@ -62,6 +62,7 @@ def quantize_variant(model_dir: Path, variant: Variant, calibration: Calibration
             "recipe_source": variant.recipe,
             "algorithm": None if variant.recipe is not None else variant.algorithm,
             "smoothquant": variant.smoothquant,
+            "actorder": variant.actorder,
             "ignore": list(variant.ignore),
             **facts,
             **info,

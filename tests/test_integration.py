@@ -24,6 +24,7 @@ variants:
   - name: w4a16-rtn
     scheme: W4A16
     algorithm: rtn
+    sensitivity: {keep_top: 2, samples: 4, items_per_task: 2}   # the 2 most sensitive Linears stay 16-bit
   - name: w8a16-rtn
     scheme: W8A16
     algorithm: rtn
@@ -112,7 +113,11 @@ def test_engine_rejection_is_recorded_and_the_sweep_goes_on(sweep):
 
 
 def test_quantized_checkpoint_is_compressed_tensors(sweep):
-    _, _, results, _ = sweep
+    root, _, results, _ = sweep
+    report = root / "run" / "variants" / "w4a16-rtn" / "sensitivity"
+    ranked = json.loads((report / "sensitivity.json").read_text())["units"]
+    kept = results["variants"]["w4a16-rtn"]["manifest"]["ignore"]
+    assert kept == ["lm_head", *ranked[0]["modules"], *ranked[1]["modules"]] and (report / "sensitivity.png").exists()
     ckpt = Path(results["variants"]["w4a16-rtn"]["checkpoint"])
     config = json.loads((ckpt / "config.json").read_text())
     assert config["quantization_config"]["quant_method"] == "compressed-tensors"

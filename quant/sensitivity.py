@@ -1,0 +1,100 @@
+"""`quant sensitivity` and the sweep's `sensitivity: {keep_top: K}`: a variant's per-unit ranking (see
+quantize/sensitivity.py), cached by content, and its report (sensitivity.json, .md and .png)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from quant.hashing import digest, versions
+from quant.recipe import Recipe, Sensitivity, Variant
+from quant.store import Cache, write_json, write_text
+
+STAGE = "sensitivity"
+
+
+def ranking(cache: Cache, reporter, model_dir: Path, model_key: str, recipe: Recipe, variant: Variant,
+            spec: Sensitivity | None = None, device: str = "cpu") -> dict:
+    from quantize.calibration import calibration_texts
+    from quantize.sensitivity import analyse, task_items, units_of, weight_args
+
+    spec = spec or variant.sensitivity or Sensitivity(keep_top=1)
+    args = weight_args(variant).model_dump(mode="json", exclude_none=True)
+    key = digest("sensitivity", model_key, args, sorted(variant.ignore), recipe.calibration.model_dump(mode="json"),
+                 [t.model_dump(mode="json") for t in recipe.tasks], spec.by, spec.samples, spec.items_per_task,
+                 versions("torch", "transformers", "compressed-tensors", "lm_eval"))
+    if cache.has(STAGE, key):
+        reporter.log(f"  sensitivity ranking: cached ({key})")
+        return cache.load_json(STAGE, key)
+    texts = calibration_texts(recipe.calibration.model_copy(update={"num_samples": spec.samples}))
+    items = task_items(recipe.tasks, spec.items_per_task) if spec.items_per_task else {}
+    reporter.log(f"  sensitivity: {variant.name} weights one unit ({spec.by}) at a time, on {len(texts)} "
+                 f"calibration texts and {sum(map(len, items.values()))} task items")
+    with reporter.bar(f"  sensitivity ({spec.by})", total=None) as advance:
+        result = analyse(model_dir, variant, texts, items, by=spec.by,
+                         max_length=recipe.calibration.max_seq_length, device=device, progress=advance)
+    cache.save_json(STAGE, key, result)
+    return result
+
+
+def with_kept_modules(variant: Variant, result: dict) -> Variant:
+    """The variant with its keep_top units added to `ignore` (and nothing left to rank)."""
+    from quantize.sensitivity import keep_top
+    keep = keep_top(result, variant.sensitivity.keep_top)
+    return variant.model_copy(update={"ignore": [*variant.ignore, *keep], "sensitivity": None})
+
+
+def render_markdown(result: dict, keep: int | None = None) -> str:
+    tasks = list(result["baseline_loss"])
+    lines = [f"# Sensitivity of {result['variant']} ({result['by']}s)", "",
+             f"Each unit alone quantized with the variant's weights ({_describe(result['weights'])}), round to "
+             f"nearest; the rest in 16-bit. *KL*: mean KL divergence (nats/token) of next-token distributions from "
+             f"the unquantized model's on {result['calibration_texts']} calibration texts (its top "
+             f"{result['top_k']} tokens + the rest). *Δ loss*: change in mean NLL of the gold answers "
+             "(task items: " + ", ".join(f"{t} {n}" for t, n in result["task_items"].items()) + ").", "",
+             "| rank | unit | params | KL | " + " | ".join(f"Δ loss {t}" for t in tasks) + " |",
+             "|---|---|---|---|" + "---|" * len(tasks)]
+    for row in result["units"]:
+        mark = " ★" if keep and row["rank"] <= keep else ""
+        lines.append(f"| {row['rank']}{mark} | {row['unit']} | {row['params']:,} | {row['kl']:.5f} | "
+                     + " | ".join(f"{row['loss_delta'][t]:+.4f}" for t in tasks) + " |")
+    if keep:
+        lines += ["", f"★ = kept in 16-bit by `sensitivity: {{keep_top: {keep}}}`."]
+    return "\n".join(lines) + "\n"
+
+
+def _describe(weights: dict) -> str:
+    strategy = weights.get("strategy")
+    group = f" group {weights['group_size']}" if strategy == "group" else f" per {strategy}"
+    return f"int{weights.get('num_bits')} {'sym' if weights.get('symmetric', True) else 'asym'}{group}"
+
+
+def render_plot(result: dict, path: Path) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = result["units"]
+    kinds = sorted({r["unit"].rsplit(".", 1)[-1] for r in rows})
+    colors = {k: plt.cm.tab10(i % 10) for i, k in enumerate(kinds)}
+    fig, ax = plt.subplots(figsize=(8, max(3, 0.22 * len(rows))))
+    ax.barh(range(len(rows)), [max(r["kl"], 1e-9) for r in rows],
+            color=[colors[r["unit"].rsplit(".", 1)[-1]] for r in rows])
+    ax.set_yticks(range(len(rows)), [r["unit"] for r in rows], fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xscale("log")
+    ax.set_xlabel("KL vs unquantized (nats/token), one unit quantized")
+    ax.set_title(f"sensitivity of {result['variant']} ({_describe(result['weights'])})")
+    handles = [plt.Rectangle((0, 0), 1, 1, color=colors[k]) for k in kinds]
+    ax.legend(handles, kinds, fontsize=7, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def write_report(result: dict, out: Path, keep: int | None = None) -> list[Path]:
+    out.mkdir(parents=True, exist_ok=True)
+    paths = [out / "sensitivity.json", out / "sensitivity.md", out / "sensitivity.png"]
+    write_json(paths[0], result)
+    write_text(paths[1], render_markdown(result, keep))
+    render_plot(result, paths[2])
+    return paths

@@ -1,0 +1,220 @@
+"""Sensitivity analysis: quantize one unit at a time (one Linear module, or every Linear of one decoder
+layer), leave the rest in 16-bit, and measure the damage against the unquantized model:
+
+- KL divergence of next-token distributions on calibration text (over the baseline's top-20 tokens plus one
+  bucket for the rest, as evals/kl.py; the candidate's probabilities are exact here), and
+- the change in loss (mean NLL of the gold answer given the prompt) on the recipe's task data.
+
+Weights are rounded to nearest with the variant's own quantization args and compressed-tensors' own
+qparams and fake-quantize functions, i.e. as llmcompressor's RTN path does; GPTQ/AWQ recover part of the
+damage, so the ranking is of sensitivity to rounding, which is what decides what to keep in 16-bit.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+TOP_K = 20
+# Linears vLLM fuses into one (Llama-style names); a checkpoint may not quantize them differently.
+FUSED = {"qkv_proj": ("q_proj", "k_proj", "v_proj"), "gate_up_proj": ("gate_proj", "up_proj")}
+
+
+def weight_args(variant):
+    """The variant's weight QuantizationArgs (preset scheme or custom `weights`)."""
+    from compressed_tensors.quantization import QuantizationArgs, preset_name_to_scheme
+
+    from quantize.backends.llmcompressor import weight_args as custom_args
+    if variant.weights is not None:
+        return QuantizationArgs(**custom_args(variant.weights))
+    if variant.scheme is not None:
+        weights = preset_name_to_scheme(variant.scheme.upper(), ["Linear"]).weights
+        if weights is not None:
+            return weights
+    raise ValueError(f"variant {variant.name}: sensitivity analysis needs a `scheme` or `weights` with "
+                     "quantized weights")
+
+
+def fake_quantize_weight(weight, args):
+    """Round-to-nearest of a 2-D weight with min-max qparams, dequantized. Computed in the weight's own
+    dtype, as llmcompressor does: values on a rounding boundary land differently in float32."""
+    import torch
+    from compressed_tensors.quantization.lifecycle.forward import fake_quantize
+    from compressed_tensors.quantization.utils import calculate_qparams
+
+    w = weight
+    if args.strategy == "group":
+        if w.shape[1] % args.group_size:
+            raise ValueError(f"input size {w.shape[1]} is not a multiple of group size {args.group_size}")
+        grouped = w.reshape(w.shape[0], -1, args.group_size)
+        lo, hi = grouped.amin(-1), grouped.amax(-1)
+    elif args.strategy == "channel":
+        lo, hi = w.amin(-1, keepdim=True), w.amax(-1, keepdim=True)
+    elif args.strategy == "tensor":
+        lo, hi = w.amin().reshape(1), w.amax().reshape(1)
+    else:
+        raise ValueError(f"weight strategy {args.strategy!r} is not supported by the sensitivity analysis")
+    zero = torch.zeros_like(lo)
+    scale, zero_point = calculate_qparams(torch.minimum(lo, zero), torch.maximum(hi, zero), args)
+    return fake_quantize(w, scale, zero_point, args).to(weight.dtype)
+
+
+def linear_modules(model) -> list[str]:
+    import torch
+    return [name for name, m in model.named_modules() if isinstance(m, torch.nn.Linear)]
+
+
+def is_kept(name: str, ignore: list[str]) -> bool:
+    """Whether llmcompressor's `ignore` entries (module names, or "re:" regexes) leave a module in 16-bit."""
+    return any(re.match(p[3:], name) if p.startswith("re:") else name == p or name.endswith("." + p)
+               for p in ignore)
+
+
+def _fused_unit(name: str, names: set[str]) -> str:
+    """vLLM runs q/k/v and gate/up as one fused Linear that needs one scheme: they are one unit."""
+    parent, _, leaf = name.rpartition(".")
+    for fused, members in FUSED.items():
+        if leaf in members and all(f"{parent}.{m}" in names for m in members):
+            return f"{parent}.{fused}"
+    return name
+
+
+def units_of(model, by: str, ignore: list[str] = ()) -> dict[str, list[str]]:
+    """unit name -> module names, among the Linears the variant quantizes (not its `ignore`d ones).
+    by="module": every Linear alone, except those vLLM fuses (q/k/v, gate/up), which go together;
+    by="layer": every decoder layer's Linears together."""
+    names = [n for n in linear_modules(model) if not is_kept(n, list(ignore))]
+    units: dict[str, list[str]] = {}
+    if by == "module":
+        for name in names:
+            units.setdefault(_fused_unit(name, set(names)), []).append(name)
+        return units
+    for name in names:
+        parts = name.split(".")
+        index = next((i for i, p in enumerate(parts[:-1]) if p == "layers" and parts[i + 1].isdigit()), None)
+        key = ".".join(parts[:index + 2]) if index is not None else name
+        units.setdefault(key, []).append(name)
+    return units
+
+
+def task_items(tasks, n: int) -> dict[str, list[tuple[str, str]]]:
+    """Per task: (prompt, gold answer) for the first n items, as lm-eval builds them."""
+    from evals.registry import lm_eval_spec, task_manager
+
+    items: dict[str, list[tuple[str, str]]] = {}
+    for task in tasks:
+        loaded = task_manager().load([lm_eval_spec(task)])["tasks"][task.name]
+        delimiter = loaded.config.target_delimiter or ""
+        pairs = []
+        for doc in list(loaded.eval_docs)[:n]:
+            target = loaded.doc_to_target(doc)
+            if isinstance(target, int) and loaded.config.doc_to_choice is not None:
+                target = loaded.doc_to_choice(doc)[target]
+            if isinstance(target, list):
+                target = target[0]
+            pairs.append((loaded.doc_to_text(doc), delimiter + str(target)))
+        items[task.key] = pairs
+    return items
+
+
+class _Scorer:
+    """Holds the tokenized calibration text, the task pairs and the baseline's answers to both."""
+
+    def __init__(self, model, tokenizer, texts: list[str], items: dict[str, list[tuple[str, str]]],
+                 max_length: int, device: str):
+        import torch
+        self.model, self.device, self.torch = model, device, torch
+        self.batches = [tokenizer(t, return_tensors="pt", truncation=True, max_length=max_length)["input_ids"]
+                        for t in texts]
+        self.items = {}
+        for task, pairs in items.items():
+            encoded = []
+            for prompt, answer in pairs:
+                ctx, whole = tokenizer(prompt)["input_ids"], tokenizer(prompt + answer)["input_ids"]
+                dropped = max(0, len(whole) - max_length)   # long items lose their start, never their answer
+                n_ctx = min(len(ctx), len(whole) - 1) - dropped
+                if n_ctx >= 1:
+                    encoded.append((torch.tensor([whole[dropped:]]), n_ctx))
+            self.items[task] = encoded
+        self.reference = [self._topk(ids) for ids in self.batches]
+        self.base_loss = self.losses()
+
+    def _logprobs(self, ids):
+        with self.torch.no_grad():
+            return self.torch.log_softmax(self.model(ids.to(self.device)).logits[0].float(), dim=-1)
+
+    def _topk(self, ids):
+        values, indices = self._logprobs(ids).topk(TOP_K, dim=-1)
+        return values, indices
+
+    def kl(self) -> float:
+        torch, total, count = self.torch, 0.0, 0
+        for ids, (p_lp, top) in zip(self.batches, self.reference):
+            q_lp = self._logprobs(ids).gather(-1, top)
+            p, q = p_lp.exp(), q_lp.exp()
+            p_rest = (1 - p.sum(-1)).clamp_min(1e-6)
+            q_rest = (1 - q.sum(-1)).clamp_min(1e-6)
+            per_token = (p * (p_lp - q_lp)).sum(-1) + p_rest * (p_rest.log() - q_rest.log())
+            total += float(per_token.clamp_min(0).sum())
+            count += per_token.numel()
+        return total / max(count, 1)
+
+    def losses(self) -> dict[str, float]:
+        out = {}
+        for task, encoded in self.items.items():
+            nll = []
+            for ids, n_ctx in encoded:
+                lp = self._logprobs(ids)
+                targets = ids[0, n_ctx:].to(lp.device)
+                nll.append(float(-lp[n_ctx - 1:-1].gather(-1, targets[:, None]).mean()))
+            out[task] = sum(nll) / len(nll) if nll else math.nan
+        return out
+
+
+def analyse(model_dir: Path, variant, texts: list[str], items: dict[str, list[tuple[str, str]]],
+            by: str = "module", max_length: int = 256, device: str = "cpu",
+            progress: Callable[[int], None] | None = None) -> dict[str, Any]:
+    """Score every unit; -> {"units": [...ranked by KL, most sensitive first], "baseline_loss", ...}."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    args = weight_args(variant)
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.bfloat16).to(device).eval()
+    scorer = _Scorer(model, tokenizer, texts, items, max_length, device)
+    modules = dict(model.named_modules())
+    rows = []
+    for unit, names in units_of(model, by, variant.ignore).items():
+        originals = {n: modules[n].weight.data.clone() for n in names}
+        try:
+            for n in names:
+                modules[n].weight.data = fake_quantize_weight(originals[n], args)
+            kl, losses = scorer.kl(), scorer.losses()
+        finally:
+            for n in names:
+                modules[n].weight.data = originals[n]
+        rows.append({"unit": unit, "modules": names, "params": sum(originals[n].numel() for n in names),
+                     "kl": kl, "loss_delta": {t: losses[t] - scorer.base_loss[t] for t in losses}})
+        if progress:
+            progress(1)
+    rows.sort(key=lambda r: -r["kl"])
+    for rank, row in enumerate(rows, 1):
+        row["rank"] = rank
+    return {"variant": variant.name, "weights": args.model_dump(mode="json", exclude_none=True), "by": by,
+            "top_k": TOP_K, "calibration_texts": len(texts), "task_items": {t: len(p) for t, p in items.items()},
+            "baseline_loss": scorer.base_loss, "units": rows}
+
+
+def keep_top(ranking: dict[str, Any], k: int) -> list[str]:
+    """Modules of the k most sensitive units: what to keep in 16-bit."""
+    return [m for row in ranking["units"][:k] for m in row["modules"]]
+
+
+def keep_random(ranking: dict[str, Any], k: int, seed: int) -> list[str]:
+    """Modules of k units drawn at random (the control for keep_top)."""
+    rows = random.Random(seed).sample(ranking["units"], k)
+    return [m for row in rows for m in row["modules"]]
