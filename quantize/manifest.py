@@ -79,7 +79,7 @@ def weight_bits(ckpt: Path, ignored: list[str]) -> dict[str, Any]:
     for module, tensors in stored.items():
         if "weight_scale" not in tensors:
             continue
-        shape = tensors["weight_shape"][0] if "weight_shape" in tensors else tensors["weight"][0]
+        shape = _weight_shape(tensors)
         q_weights += math.prod(shape)
         q_bits += 8 * sum(nbytes for leaf, (_, nbytes) in tensors.items() if leaf != "weight_shape")
     dense_bits = dense_weights = 0
@@ -94,6 +94,17 @@ def weight_bits(ckpt: Path, ignored: list[str]) -> dict[str, Any]:
         "bits_per_weight_all_linear": (round((q_bits + dense_bits) / (q_weights + dense_weights), 4)
                                        if q_weights else None),
     }
+
+
+def _weight_shape(tensors: dict[str, tuple[list[int], int]]) -> list[int]:
+    """The unpacked weight's shape: recorded (int packing), as stored, or, for NVFP4's uint8 packing, which
+    records no shape, two 4-bit codes per byte."""
+    if "weight_shape" in tensors:
+        return tensors["weight_shape"][0]
+    if "weight" in tensors:
+        return tensors["weight"][0]
+    rows, packed_cols = tensors["weight_packed"][0]
+    return [rows, packed_cols * 2]
 
 
 def _dtype_bytes(dtype: str) -> int:
