@@ -53,9 +53,13 @@ def passed(program: str) -> float:
     return float(run_program(program).passed if ok is None else ok)
 
 
-def prefetching_filter(program_of: Callable[[dict, str], str]):
-    """An lm-eval `custom` filter_fn: leaves the responses as they are, runs their programs in parallel."""
-    def filter_fn(resps: list[list[str]], docs: list[dict]) -> list[list[str]]:
+def task_functions(program_of: Callable[[dict, str], str]):
+    """(prefetch, process_results) for a code task's utils.py: an lm-eval `custom` filter_fn that leaves the
+    responses as they are and runs all their programs at once, and pass@1 per document."""
+    def prefetch_filter(resps: list[list[str]], docs: list[dict]) -> list[list[str]]:
         prefetch([program_of(doc, r) for rs, doc in zip(resps, docs) for r in rs])
         return resps
-    return filter_fn
+
+    def process_results(doc: dict, results: list[str]) -> dict[str, float]:
+        return {"pass@1": passed(program_of(doc, results[0]))}
+    return prefetch_filter, process_results

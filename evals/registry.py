@@ -1,7 +1,7 @@
 """Which tasks exist, how a recipe's task becomes an lm-eval task, and which metric is each task's headline.
 
-Tasks are lm-eval task YAMLs: ours in evals/tasks (searched first, so our `humaneval` and `mbpp`, which run
-generated code in our sandbox, stand in for lm-eval's), then every task lm-eval ships.
+Tasks are lm-eval task YAMLs: every task lm-eval ships, then ours in evals/tasks, indexed after lm-eval's so
+that ours win on a name clash (our `humaneval` and `mbpp` run generated code in our sandbox).
 """
 
 from __future__ import annotations

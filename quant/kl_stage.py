@@ -35,23 +35,25 @@ def todo(ctx, variant, eval_keys: dict[str, str]) -> list[str]:
             if t in ctx.kl_reference and not ctx.cache.has(STAGE_KL, _kl_key(key, ctx.kl_reference[t]["key"]))]
 
 
+def _topk(ctx, lm, label: str, pairs: list) -> list:
+    with ctx.reporter.bar(f"  {label}", total=len(pairs)) as advance:
+        if hasattr(lm, "progress"):
+            lm.progress = advance
+        return lm.topk_logprobs([(prompt, answer) for _, prompt, answer in pairs], TOP_K) if pairs else []
+
+
 def run(ctx, variant, lm, task_keys: list[str], eval_keys: dict[str, str]) -> None:
     """The uncached halves, with `lm` (anything with topk_logprobs) on this variant."""
     for task in task_keys:
         if variant.baseline:
             pairs = reference_pairs(_samples(ctx, eval_keys[task]), ctx.recipe.kl_items)
-        else:
-            reference = ctx.kl_reference[task]
-            pairs = reference["pairs"]
-        with ctx.reporter.bar(f"  KL {'reference ' if variant.baseline else ''}{task}", total=len(pairs)) as advance:
-            if hasattr(lm, "progress"):
-                lm.progress = advance
-            topk = lm.topk_logprobs([(prompt, answer) for _, prompt, answer in pairs], TOP_K) if pairs else []
-        if variant.baseline:
-            ctx.cache.save_json(STAGE_REFERENCE, _reference_key(ctx, eval_keys[task]), {"pairs": pairs, "topk": topk})
+            ctx.cache.save_json(STAGE_REFERENCE, _reference_key(ctx, eval_keys[task]),
+                                {"pairs": pairs, "topk": _topk(ctx, lm, f"KL reference {task}", pairs)})
             continue
+        reference = ctx.kl_reference[task]
+        topk = _topk(ctx, lm, f"KL {task}", reference["pairs"])
         per_item = [item_kl(b, c) for b, c in zip(reference["topk"], topk)]
-        items = [{"doc_id": d, "kl": v} for (d, _, _), v in zip(pairs, per_item) if v is not None]
+        items = [{"doc_id": d, "kl": v} for (d, _, _), v in zip(reference["pairs"], per_item) if v is not None]
         summary = mean_ci([i["kl"] for i in items]) if items else None
         ctx.cache.save_json(STAGE_KL, _kl_key(eval_keys[task], reference["key"]), {"summary": summary, "items": items})
 

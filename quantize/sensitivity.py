@@ -127,6 +127,8 @@ class _Scorer:
     def __init__(self, model, tokenizer, texts: list[str], items: dict[str, list[tuple[str, str]]],
                  max_length: int, device: str):
         import torch
+
+        from evals.backends.served import split_ids
         self.model, self.device, self.torch = model, device, torch
         self.batches = [tokenizer(t, return_tensors="pt", truncation=True, max_length=max_length)["input_ids"]
                         for t in texts]
@@ -134,11 +136,11 @@ class _Scorer:
         for task, pairs in items.items():
             encoded = []
             for prompt, answer in pairs:
-                ctx, whole = tokenizer(prompt)["input_ids"], tokenizer(prompt + answer)["input_ids"]
+                ctx, cont = split_ids(lambda text: tokenizer(text)["input_ids"], prompt, answer)
+                whole = ctx + cont
                 dropped = max(0, len(whole) - max_length)   # long items lose their start, never their answer
-                n_ctx = min(len(ctx), len(whole) - 1) - dropped
-                if n_ctx >= 1:
-                    encoded.append((torch.tensor([whole[dropped:]]), n_ctx))
+                if len(ctx) - dropped >= 1:
+                    encoded.append((torch.tensor([whole[dropped:]]), len(ctx) - dropped))
             self.items[task] = encoded
         self.reference = [self._topk(ids) for ids in self.batches]
         self.base_loss = self.losses()

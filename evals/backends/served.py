@@ -48,7 +48,8 @@ class ServedLM(LM):
     def loglikelihood_rolling(self, requests, disable_tqdm: bool = False) -> list[float]:
         """Sum of the logprobs of every token of the text after the first (texts must fit the context)."""
         encoded = [self._encode(text) for (text,) in (r.args for r in requests)]
-        return self._run_all([self._continuation_logprob(ids[:1], ids[1:], scored=True) for ids in encoded])
+        scored = self._run_all([self._continuation_logprob(ids[:1], ids[1:]) for ids in encoded])
+        return [total for total, _ in scored]
 
     @property
     def tokenizer_name(self) -> str:
@@ -129,12 +130,10 @@ class ServedLM(LM):
         return (await self._post({"prompt": ids, "max_tokens": 0, "echo": True, "logprobs": k,
                                   "temperature": 0.0}))["logprobs"]
 
-    async def _continuation_logprob(self, ctx: list[int], cont: list[int], scored: bool = False):
+    async def _continuation_logprob(self, ctx: list[int], cont: list[int]) -> tuple[float, bool]:
         lp = await self._prompt_logprobs(ctx + cont, 1)
         tail = range(len(ctx), len(ctx) + len(cont))
         total = sum(lp["token_logprobs"][i] for i in tail)
-        if scored:
-            return total
         greedy = all(lp["token_logprobs"][i] >= max(lp["top_logprobs"][i].values()) - 1e-6 for i in tail)
         return total, greedy
 

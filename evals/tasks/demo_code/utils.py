@@ -15,8 +15,4 @@ def doc_to_text(doc):
     return code_gen.prompt_of(doc)
 
 
-prefetch = code_scoring.prefetching_filter(code_scoring.humaneval_program)
-
-
-def process_results(doc, results):
-    return {"pass@1": code_scoring.passed(code_scoring.humaneval_program(doc, results[0]))}
+prefetch, process_results = code_scoring.task_functions(code_scoring.humaneval_program)

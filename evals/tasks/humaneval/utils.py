@@ -7,8 +7,4 @@ def load_dataset(**kwargs):
     return load_files({"test": HUMAN_EVAL})
 
 
-prefetch = code_scoring.prefetching_filter(code_scoring.humaneval_program)
-
-
-def process_results(doc, results):
-    return {"pass@1": code_scoring.passed(code_scoring.humaneval_program(doc, results[0]))}
+prefetch, process_results = code_scoring.task_functions(code_scoring.humaneval_program)

@@ -1,10 +1,6 @@
 from evals import code_scoring
 
-prefetch = code_scoring.prefetching_filter(code_scoring.mbpp_program)
-
-
-def process_results(doc, results):
-    return {"pass@1": code_scoring.passed(code_scoring.mbpp_program(doc, results[0]))}
+prefetch, process_results = code_scoring.task_functions(code_scoring.mbpp_program)
 
 
 # lm-eval's three MBPP few-shot examples (train items 2-4), copied: its utils module loads `code_eval`
