@@ -52,6 +52,9 @@ class Variant(_Strict):
     checkpoint: str | None = None      # an already-quantized checkpoint: served as it is
     engine_args: dict[str, Any] = Field(default_factory=dict)
     sensitivity: Sensitivity | None = None
+    # Who quantizes: llmcompressor (compressed-tensors checkpoints) or, where installed, GPTQModel
+    # (GPTQ- or AWQ-format checkpoints, as AutoGPTQ and AutoAWQ made them).
+    backend: Literal["llmcompressor", "gptqmodel"] = "llmcompressor"
 
     @model_validator(mode="after")
     def _one_source(self) -> "Variant":
@@ -66,7 +69,20 @@ class Variant(_Strict):
             raise ValueError("sensitivity: needs a `scheme` or `weights` to rank the layers under")
         if self.algorithm == "awq" and self.scheme and not self.scheme.startswith("W4A16"):
             raise ValueError(f"algorithm awq needs a W4A16 scheme, not {self.scheme}")
+        if self.backend == "gptqmodel":
+            self._check_gptqmodel()
         return self
+
+    def _check_gptqmodel(self) -> None:
+        if self.algorithm not in ("gptq", "awq"):
+            raise ValueError("backend gptqmodel runs algorithm gptq or awq")
+        if self.scheme is not None and self.scheme.upper() not in ("W4A16", "W4A16_ASYM"):
+            raise ValueError(f"backend gptqmodel makes weight-only int checkpoints: scheme W4A16 or W4A16_ASYM "
+                             f"(or `weights`), not {self.scheme}")
+        if self.weights is not None and (self.weights.type != "int" or self.weights.strategy == "tensor"):
+            raise ValueError("backend gptqmodel needs int weights with strategy group or channel")
+        if self.smoothquant is not None or self.recipe is not None:
+            raise ValueError("backend gptqmodel takes no smoothquant or verbatim recipe (llmcompressor options)")
 
     @property
     def quantized(self) -> bool:

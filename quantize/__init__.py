@@ -27,14 +27,14 @@ def quantize_variant(model_dir: Path, variant: Variant, calibration: Calibration
     dense=True writes a fake-quantized 16-bit checkpoint instead (weights = the dequantized values) for
     weight-only schemes no engine kernel serves (e.g. 2-bit); size and bit facts then describe the packed
     form it stands for, and the manifest says `fake_quantized: true`."""
-    from quantize.backends import DEFAULT_BACKEND, get_backend
+    from quantize.backends import get_backend
 
     model_dir, out_dir = Path(model_dir), Path(out_dir)
     if not (model_dir / "config.json").is_file():
         raise FileNotFoundError(f"{model_dir}: not a model directory (no config.json)")
     if variant.checkpoint is not None or not variant.quantized:
         raise ValueError(f"variant {variant.name}: nothing to quantize (baseline or ready-made checkpoint)")
-    impl = get_backend(backend or DEFAULT_BACKEND)
+    impl = get_backend(backend or variant.backend)
 
     texts = calibration_texts(calibration) if impl.needs_calibration(variant) else None
     impl.warm_up()  # library imports are not quantization time

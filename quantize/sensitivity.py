@@ -128,7 +128,7 @@ class _Scorer:
                  max_length: int, device: str):
         import torch
 
-        from evals.backends.served import split_ids
+        from evals.tokens import split_ids
         self.model, self.device, self.torch = model, device, torch
         self.batches = [tokenizer(t, return_tensors="pt", truncation=True, max_length=max_length)["input_ids"]
                         for t in texts]

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from lm_eval.models.huggingface import HFLM
 
-from evals.backends.served import split_ids
+from evals.tokens import split_ids
 
 
 class InprocessLM(HFLM):

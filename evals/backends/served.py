@@ -12,19 +12,14 @@ from pathlib import Path
 import httpx
 from lm_eval.api.model import LM
 
+from evals.tokens import split_ids
+
 MAX_SERVER_STOPS = 4  # vLLM's OpenAI schema caps `stop` at 4 strings; the rest are applied here
 
 
 def truncate_at_stops(text: str, stops: list[str]) -> str:
     cut = min((i for i in (text.find(s) for s in stops if s) if i >= 0), default=len(text))
     return text[:cut]
-
-
-def split_ids(encode, context: str, continuation: str) -> tuple[list[int], list[int]]:
-    """Token ids of context and continuation, split where encoding the whole text puts the boundary."""
-    whole, ctx = encode(context + continuation), encode(context)
-    n_ctx = min(len(ctx), len(whole) - 1)
-    return whole[:n_ctx], whole[n_ctx:]
 
 
 class ServedLM(LM):

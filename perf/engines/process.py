@@ -63,19 +63,39 @@ def parse_gpu_apps(csv_text: str) -> dict[int, int]:
     return used
 
 
-def tree_gpu_bytes(pid: int) -> int | None:
-    """Device memory held by the process tree on NVIDIA GPUs; None without nvidia-smi, or where its PIDs
-    are not ours (a container with its own PID namespace)."""
+def _nvidia_smi(*query: str) -> str | None:
     try:
-        out = subprocess.run(["nvidia-smi", "--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"],
-                             capture_output=True, text=True, timeout=10)
+        out = subprocess.run(["nvidia-smi", *query, "--format=csv,noheader,nounits"], capture_output=True,
+                             text=True, timeout=10)
     except (OSError, subprocess.TimeoutExpired):
         return None
-    if out.returncode != 0:
+    return out.stdout if out.returncode == 0 else None
+
+
+def gpu_used_bytes() -> int | None:
+    """Device memory in use on all NVIDIA GPUs together (by anyone); None without nvidia-smi."""
+    out = _nvidia_smi("--query-gpu=memory.used")
+    if out is None:
         return None
-    used = parse_gpu_apps(out.stdout)
+    mib = [int(v) for v in out.split() if v.strip().isdigit()]
+    return sum(mib) * (1 << 20) if mib else None
+
+
+def tree_gpu_bytes(pid: int, used_before: int | None = None) -> int | None:
+    """Device memory held by the process tree on NVIDIA GPUs; None without nvidia-smi.
+
+    Where nvidia-smi lists no process of ours (a container with its own PID namespace lists none or
+    foreign PIDs), falls back to the growth of the GPUs' used memory since `used_before`, read before the
+    tree started: right as long as nothing else allocates on those GPUs meanwhile."""
+    out = _nvidia_smi("--query-compute-apps=pid,used_memory")
+    if out is None:
+        return None
+    used = parse_gpu_apps(out)
     mine = [used[p.pid] for p in process_tree(pid) if p.pid in used]
-    return sum(mine) if mine else None
+    if mine:
+        return sum(mine)
+    now = gpu_used_bytes() if used_before is not None else None
+    return max(0, now - used_before) if now is not None else None
 
 
 def _killpg(pgid: int, sig: int) -> None:

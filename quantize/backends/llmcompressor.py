@@ -92,7 +92,8 @@ def needs_calibration(variant: Variant) -> bool:
 
     _check_preset(variant.scheme)
     acts = preset_name_to_scheme(variant.scheme, TARGETS).input_activations
-    return acts is not None and not acts.dynamic  # static input scales (e.g. FP8) are observed from data
+    # Static input scales (FP8) are observed from data, and so are NVFP4's global scales (dynamic "local").
+    return acts is not None and acts.dynamic is not True
 
 
 def _uses_awq(variant: Variant) -> bool:
