@@ -229,7 +229,11 @@ def cmd_sensitivity(args) -> int:
     except (TaskError, ModelNotFound, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_ERROR
-    paths = write_report(result, out, variant.sensitivity.keep_top if variant.sensitivity else None)
+    try:
+        paths = write_report(result, out, variant.sensitivity)
+    except ValueError as exc:   # a bits budget below what quantizing everything takes
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_ERROR
     print(paths[1].read_text())
     print(f"wrote {', '.join(map(str, paths))}")
     return EXIT_OK

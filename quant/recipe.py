@@ -28,19 +28,49 @@ class WeightSpec(_Strict):
     type: Literal["int", "float"] = "int"
 
 
+class SchemeGroup(_Strict):
+    """One scheme for the Linear modules `targets` names: module names, class names or `re:` regexes, as in
+    llmcompressor (e.g. `re:.*self_attn\\..*` for attention, `re:.*mlp\\..*` for the MLP)."""
+    targets: list[str] = Field(min_length=1)
+    scheme: str | None = None          # a preset: W8A8, W4A16, FP8_DYNAMIC, ...
+    weights: WeightSpec | None = None  # or a custom weight-only scheme
+
+    @model_validator(mode="after")
+    def _one_scheme(self) -> "SchemeGroup":
+        if (self.scheme is None) == (self.weights is None):
+            raise ValueError("give a group exactly one of scheme or weights")
+        return self
+
+    @property
+    def weight_only(self) -> bool:
+        return self.weights is not None or self.scheme.upper().startswith(("W4A16", "W8A16"))
+
+
 class Sensitivity(_Strict):
-    """Keep the units a sensitivity analysis ranks most sensitive in 16-bit (`quant sensitivity` shows it)."""
-    keep_top: int = Field(ge=1)
+    """Keep the units a sensitivity analysis ranks most sensitive in 16-bit (`quant sensitivity` shows it):
+    the top `keep_top`, or, most sensitive first, as many as `max_bits_per_weight` allows (the mean over the
+    Linear weights the variant quantizes, kept ones counted at 16 bits, scales and zero points included)."""
+    keep_top: int | None = Field(default=None, ge=1)
+    max_bits_per_weight: float | None = Field(default=None, gt=0, le=16)
     by: Literal["module", "layer"] = "module"   # a unit: one Linear, or every Linear of a decoder layer
     samples: int = Field(default=32, ge=1)          # calibration texts the KL is measured on
     items_per_task: int = Field(default=32, ge=0)  # task items whose loss change is reported beside the KL
+
+    @model_validator(mode="after")
+    def _one_rule(self) -> "Sensitivity":
+        if (self.keep_top is None) == (self.max_bits_per_weight is None):
+            raise ValueError("give exactly one of keep_top or max_bits_per_weight")
+        return self
+
+
+SOURCES = ("scheme", "weights", "groups", "recipe", "checkpoint")   # where a variant's weights come from
 
 
 class Variant(_Strict):
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
     baseline: bool = False
     description: str = ""
-    # Quantization: none of scheme/weights/recipe -> the model as it is (the 16-bit baseline).
+    # Quantization: none of scheme/weights/groups/recipe/checkpoint -> the model as it is (the 16-bit baseline).
     scheme: str | None = None          # llmcompressor preset: W4A16, W4A16_ASYM, W8A8, FP8_DYNAMIC, ...
     weights: WeightSpec | None = None  # custom weight-only scheme
     algorithm: Literal["rtn", "gptq", "awq"] = "rtn"
@@ -48,6 +78,7 @@ class Variant(_Strict):
     # GPTQ activation ordering; None: llmcompressor's default (static). "group" is not supported by its GPTQ.
     actorder: Literal["static", "weight"] | None = None
     ignore: list[str] = Field(default_factory=lambda: ["lm_head"])  # modules kept in 16-bit
+    groups: list[SchemeGroup] | None = None  # a scheme per module group, e.g. attention W8A8 + MLP W4A16
     recipe: str | None = None          # a verbatim llmcompressor recipe: a file path or inline YAML
     checkpoint: str | None = None      # an already-quantized checkpoint: served as it is
     engine_args: dict[str, Any] = Field(default_factory=dict)
@@ -58,7 +89,7 @@ class Variant(_Strict):
 
     @model_validator(mode="after")
     def _one_source(self) -> "Variant":
-        sources = [s for s in ("scheme", "weights", "recipe", "checkpoint") if getattr(self, s) is not None]
+        sources = [s for s in SOURCES if getattr(self, s) is not None]
         if len(sources) > 1:
             raise ValueError(f"give only one of {', '.join(sources)}")
         if self.baseline and sources:
@@ -67,6 +98,10 @@ class Variant(_Strict):
             raise ValueError("actorder is a GPTQ option: set algorithm: gptq")
         if self.sensitivity and self.scheme is None and self.weights is None:
             raise ValueError("sensitivity: needs a `scheme` or `weights` to rank the layers under")
+        if self.groups is not None and not self.groups:
+            raise ValueError("groups: name at least one group")
+        if self.groups and self.algorithm == "awq" and not all(g.weight_only for g in self.groups):
+            raise ValueError("algorithm awq needs weight-only groups (W4A16, W8A16 or weights)")
         if self.algorithm == "awq" and self.scheme and not self.scheme.startswith("W4A16"):
             raise ValueError(f"algorithm awq needs a W4A16 scheme, not {self.scheme}")
         if self.backend == "gptqmodel":
@@ -81,12 +116,13 @@ class Variant(_Strict):
                              f"(or `weights`), not {self.scheme}")
         if self.weights is not None and (self.weights.type != "int" or self.weights.strategy == "tensor"):
             raise ValueError("backend gptqmodel needs int weights with strategy group or channel")
-        if self.smoothquant is not None or self.recipe is not None:
-            raise ValueError("backend gptqmodel takes no smoothquant or verbatim recipe (llmcompressor options)")
+        if self.smoothquant is not None or self.recipe is not None or self.groups is not None:
+            raise ValueError("backend gptqmodel takes no smoothquant, groups or verbatim recipe (llmcompressor "
+                             "options)")
 
     @property
     def quantized(self) -> bool:
-        return any(getattr(self, s) is not None for s in ("scheme", "weights", "recipe", "checkpoint"))
+        return any(getattr(self, s) is not None for s in SOURCES)
 
 
 class Calibration(_Strict):

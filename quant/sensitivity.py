@@ -19,7 +19,7 @@ def ranking(cache: Cache, reporter, model_dir: Path, model_key: str, recipe: Rec
 
     spec = spec or variant.sensitivity or Sensitivity(keep_top=1)
     args = weight_args(variant).model_dump(mode="json", exclude_none=True)
-    key = digest("sensitivity", model_key, args, sorted(variant.ignore), recipe.calibration.model_dump(mode="json"),
+    key = digest("sensitivity", 2, model_key, args, sorted(variant.ignore), recipe.calibration.model_dump(mode="json"),
                  [t.model_dump(mode="json") for t in recipe.tasks], spec.by, spec.samples, spec.items_per_task,
                  versions("torch", "transformers", "compressed-tensors", "lm_eval"))
     if cache.has(STAGE, key):
@@ -36,14 +36,28 @@ def ranking(cache: Cache, reporter, model_dir: Path, model_key: str, recipe: Rec
     return result
 
 
-def with_kept_modules(variant: Variant, result: dict) -> Variant:
-    """The variant with its keep_top units added to `ignore` (and nothing left to rank)."""
-    from quantize.sensitivity import keep_top
-    keep = keep_top(result, variant.sensitivity.keep_top)
-    return variant.model_copy(update={"ignore": [*variant.ignore, *keep], "sensitivity": None})
+def kept_units(result: dict, spec: Sensitivity) -> tuple[list[dict], float]:
+    """The units `spec` keeps in 16-bit and the mean bits per weight that leaves (over the ranked units)."""
+    from quantize.sensitivity import within_budget
+
+    rows = result["units"]
+    if spec.max_bits_per_weight is not None:
+        return within_budget(result, spec.max_bits_per_weight)
+    kept = rows[:spec.keep_top]
+    params = sum(r["params"] for r in rows)
+    bits = sum(r["bits"] for r in rows) + sum(16 * r["params"] - r["bits"] for r in kept)
+    return kept, bits / params
 
 
-def render_markdown(result: dict, keep: int | None = None) -> str:
+def with_kept_modules(variant: Variant, result: dict) -> tuple[Variant, list[dict], float]:
+    """The variant with its kept units' modules added to `ignore` (and nothing left to rank); the kept units;
+    the mean bits per weight over the ranked units."""
+    kept, bits = kept_units(result, variant.sensitivity)
+    modules = [m for row in kept for m in row["modules"]]
+    return variant.model_copy(update={"ignore": [*variant.ignore, *modules], "sensitivity": None}), kept, bits
+
+
+def render_markdown(result: dict, spec: Sensitivity | None = None) -> str:
     tasks = list(result["baseline_loss"])
     lines = [f"# Sensitivity of {result['variant']} ({result['by']}s)", "",
              f"Each unit alone quantized with the variant's weights ({_describe(result['weights'])}), round to "
@@ -53,12 +67,17 @@ def render_markdown(result: dict, keep: int | None = None) -> str:
              "(task items: " + ", ".join(f"{t} {n}" for t, n in result["task_items"].items()) + ").", "",
              "| rank | unit | params | KL | " + " | ".join(f"Δ loss {t}" for t in tasks) + " |",
              "|---|---|---|---|" + "---|" * len(tasks)]
+    kept, bits = kept_units(result, spec) if spec else ([], None)
+    kept_names = {row["unit"] for row in kept}
     for row in result["units"]:
-        mark = " ★" if keep and row["rank"] <= keep else ""
+        mark = " ★" if row["unit"] in kept_names else ""
         lines.append(f"| {row['rank']}{mark} | {row['unit']} | {row['params']:,} | {row['kl']:.5f} | "
                      + " | ".join(f"{row['loss_delta'][t]:+.4f}" for t in tasks) + " |")
-    if keep:
-        lines += ["", f"★ = kept in 16-bit by `sensitivity: {{keep_top: {keep}}}`."]
+    if spec:
+        rule = (f"keep_top: {spec.keep_top}" if spec.keep_top is not None
+                else f"max_bits_per_weight: {spec.max_bits_per_weight:g}")
+        lines += ["", f"★ = kept in 16-bit by `sensitivity: {{{rule}}}`: {len(kept)} units, "
+                      f"{bits:.3f} bits per weight over the units ranked."]
     return "\n".join(lines) + "\n"
 
 
@@ -91,10 +110,10 @@ def render_plot(result: dict, path: Path) -> None:
     plt.close(fig)
 
 
-def write_report(result: dict, out: Path, keep: int | None = None) -> list[Path]:
+def write_report(result: dict, out: Path, spec: Sensitivity | None = None) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     paths = [out / "sensitivity.json", out / "sensitivity.md", out / "sensitivity.png"]
     write_json(paths[0], result)
-    write_text(paths[1], render_markdown(result, keep))
+    write_text(paths[1], render_markdown(result, spec))
     render_plot(result, paths[2])
     return paths

@@ -147,7 +147,7 @@ def ensure_checkpoint(ctx: Context, variant: Variant) -> tuple[Path, str, dict]:
         path = Path(variant.checkpoint).expanduser()
         if not path.is_dir():
             raise StageError(f"checkpoint {path} does not exist")
-        return path.resolve(), tree_digest(path), {"source": "existing checkpoint"}
+        return path.resolve(), tree_digest(path), _existing_manifest(path)
     if not variant.quantized:
         return ctx.model_dir, ctx.model_key, {"source": "original model", "scheme": "bf16"}
     if variant.sensitivity:
@@ -158,7 +158,7 @@ def ensure_checkpoint(ctx: Context, variant: Variant) -> tuple[Path, str, dict]:
     if ctx.cache.has("checkpoints", key):
         ctx.reporter.log(f"  checkpoint: cached ({key})")
     else:
-        ctx.reporter.log(f"  quantizing with llmcompressor ({_describe(variant)}) …")
+        ctx.reporter.log(f"  quantizing with {variant.backend} ({_describe(variant)}) …")
         build = ctx.cache.staging("checkpoints", key)
         started = time.time()
         proc = subprocess.run(
@@ -185,17 +185,36 @@ def _keep_most_sensitive(ctx: Context, variant: Variant) -> Variant:
         result = ranking(ctx.cache, ctx.reporter, ctx.model_dir, ctx.model_key, ctx.recipe, variant)
     except ValueError as exc:
         raise StageError(f"sensitivity analysis: {exc}") from None
-    write_report(result, ctx.out / "variants" / variant.name / "sensitivity", variant.sensitivity.keep_top)
-    kept = with_kept_modules(variant, result)
-    ctx.reporter.log(f"  sensitivity: keeping the {variant.sensitivity.keep_top} most sensitive units in 16-bit: "
-                     + ", ".join(kept.ignore[len(variant.ignore):]))
-    return kept
+    try:
+        keeping, units, bits = with_kept_modules(variant, result)
+    except ValueError as exc:   # a bits budget below what quantizing everything takes
+        raise StageError(f"sensitivity: {exc}") from None
+    write_report(result, ctx.out / "variants" / variant.name / "sensitivity", variant.sensitivity)
+    ctx.reporter.log(f"  sensitivity: keeping {len(units)} units in 16-bit ({bits:.3f} bits per weight over the "
+                     f"units ranked): " + ", ".join(row["unit"] for row in units))
+    return keeping
+
+
+def _existing_manifest(path: Path) -> dict:
+    """A ready-made checkpoint's facts: its own manifest if we made it, else what its files say."""
+    from quantize.manifest import MANIFEST_NAME, checkpoint_facts
+
+    if (path / MANIFEST_NAME).is_file():
+        return {**read_json(path / MANIFEST_NAME), "source": "existing checkpoint"}
+    try:
+        return {"source": "existing checkpoint", **checkpoint_facts(path)}
+    except (OSError, ValueError, KeyError) as exc:
+        return {"source": "existing checkpoint", "facts_error": f"{type(exc).__name__}: {exc}"}
 
 
 def _describe(variant: Variant) -> str:
     if variant.recipe:
         return "verbatim llmcompressor recipe"
-    scheme = variant.scheme or f"W{variant.weights.num_bits}A16 custom"
+    if variant.groups:
+        scheme = " + ".join(f"{g.scheme or f'W{g.weights.num_bits}A16 custom'} on {', '.join(g.targets)}"
+                            for g in variant.groups)
+    else:
+        scheme = variant.scheme or f"W{variant.weights.num_bits}A16 custom"
     extra = f" + SmoothQuant {variant.smoothquant}" if variant.smoothquant else ""
     return f"{scheme}, {variant.algorithm.upper()}{extra}, 16-bit: {', '.join(variant.ignore) or 'none'}"
 

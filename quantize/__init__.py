@@ -6,6 +6,8 @@ In-process API: quantize_variant(). The sweep should go through quantize_in_subp
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import shutil
 import time
@@ -35,6 +37,8 @@ def quantize_variant(model_dir: Path, variant: Variant, calibration: Calibration
     if variant.checkpoint is not None or not variant.quantized:
         raise ValueError(f"variant {variant.name}: nothing to quantize (baseline or ready-made checkpoint)")
     impl = get_backend(backend or variant.backend)
+    if dense and impl.NAME != "llmcompressor":
+        raise ValueError("a dense fake-quantized export reads compressed-tensors: use backend llmcompressor")
 
     texts = calibration_texts(calibration) if impl.needs_calibration(variant) else None
     impl.warm_up()  # library imports are not quantization time
@@ -66,6 +70,7 @@ def quantize_variant(model_dir: Path, variant: Variant, calibration: Calibration
             "ignore": list(variant.ignore),
             **facts,
             **info,
+            "recipe_sha256": _sha256(info.get("recipe", info.get("config"))),
             "versions": library_versions(),
             "quantization_seconds": round(wall, 3),
             "calibration": _calibration_record(calibration, texts),
@@ -76,6 +81,12 @@ def quantize_variant(model_dir: Path, variant: Variant, calibration: Calibration
         for leftover in (tmp, packed):
             shutil.rmtree(leftover, ignore_errors=True)
     return manifest
+
+
+def _sha256(what_ran: Any) -> str:
+    """The hash of what the backend ran: a verbatim recipe's text, else its modifiers/config as JSON."""
+    text = what_ran if isinstance(what_ran, str) else json.dumps(what_ran, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def _dense_facts(packed_facts: dict[str, Any], dense_dir: Path) -> dict[str, Any]:

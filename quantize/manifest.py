@@ -1,4 +1,7 @@
-"""Facts about a saved quantized checkpoint, read back from its files (not from what we asked for)."""
+"""Facts about a saved quantized checkpoint, read back from its files (not from what we asked for).
+
+Two families of checkpoint: compressed-tensors (llmcompressor; config_groups in quantization_config) and the
+GPTQ / AWQ formats of GPTQModel, AutoGPTQ and AutoAWQ (quant_method gptq or awq; qweight/qzeros/scales)."""
 
 from __future__ import annotations
 
@@ -42,6 +45,8 @@ def describe_args(args: dict[str, Any] | None, what: str) -> str:
 
 def describe_scheme(qconfig: dict[str, Any]) -> str:
     """All config groups in words; "none" for a checkpoint without quantization_config."""
+    if _is_gptq_awq(qconfig):
+        return describe_gptq_awq(qconfig)
     groups = qconfig.get("config_groups") or {}
     if not groups:
         return "none"
@@ -51,6 +56,23 @@ def describe_scheme(qconfig: dict[str, Any]) -> str:
                           describe_args(group.get("input_activations"), "activations")])
         parts.append(f"{name} -> {group.get('targets')}: {desc} [{group.get('format') or qconfig.get('format')}]")
     return " | ".join(parts)
+
+
+def describe_gptq_awq(qconfig: dict[str, Any]) -> str:
+    """A GPTQ- or AWQ-format config in words, e.g. "GPTQ int4 sym group 128, desc_act false [gptq format]"."""
+    method = qconfig["quant_method"]
+    group = qconfig.get("group_size", 128)
+    shape = "channel" if group in (-1, None) else f"group {group}"
+    if method == "awq":   # AWQ records asymmetry as zero_point (AutoAWQ's default: true)
+        sym = "asym" if qconfig.get("zero_point", True) else "sym"
+        fmt = qconfig.get("version") or qconfig.get("format") or "gemm"
+        desc = f"AWQ int{qconfig.get('bits')} {sym} {shape} [awq {fmt} format]"
+    else:
+        sym = "sym" if qconfig.get("sym", True) else "asym"
+        fmt = qconfig.get("checkpoint_format") or qconfig.get("format") or "gptq"
+        desc_act = "true" if qconfig.get("desc_act") else "false"
+        desc = f"GPTQ int{qconfig.get('bits')} {sym} {shape}, desc_act {desc_act} [{fmt} format]"
+    return desc + (", lm_head quantized" if qconfig.get("lm_head") else "")
 
 
 def size_on_disk(ckpt: Path) -> tuple[int, int]:
@@ -114,8 +136,77 @@ def _dtype_bytes(dtype: str) -> int:
     return int(dtype.lstrip("BFIU")) // 8
 
 
+def _is_gptq_awq(qconfig: dict[str, Any]) -> bool:
+    return qconfig.get("quant_method") in ("gptq", "awq")
+
+
+# Linear layers GPTQ/AWQ formats store packed: 32/bits codes per int32 in qweight, along the input dimension for
+# GPTQ ((in*bits/32, out)), along the output dimension for AWQ ((in, out*bits/32)).
+_PACKED_STORAGE = ("qweight", "qzeros", "scales", "g_idx")
+
+
+def _is_embedding(module: str) -> bool:
+    leaf = module.rpartition(".")[2]
+    return "embed" in leaf or leaf in ("wte", "wpe")
+
+
+def gptq_awq_weight_bits(ckpt: Path, qconfig: dict[str, Any]) -> dict[str, Any]:
+    """weight_bits() for GPTQ/AWQ formats: bits of qweight+qzeros+scales+g_idx over the unpacked weight count;
+    kept_16bit lists the Linear weights stored dense (2-D `.weight` tensors, embeddings excepted)."""
+    from safetensors import safe_open
+
+    awq = qconfig["quant_method"] == "awq"
+    per_int = 32 // int(qconfig.get("bits") or 4)
+    packed: dict[str, dict[str, tuple[list[int], int]]] = defaultdict(dict)
+    dense: dict[str, tuple[list[int], int]] = {}
+    for shard in sorted(ckpt.glob("*.safetensors")):
+        with safe_open(shard, "pt") as fh:
+            for key in fh.keys():
+                module, _, leaf = key.rpartition(".")
+                t = fh.get_slice(key)
+                shape, nbytes = t.get_shape(), math.prod(t.get_shape()) * _dtype_bytes(t.get_dtype())
+                if leaf in _PACKED_STORAGE:
+                    packed[module][leaf] = (shape, nbytes)
+                elif leaf == "weight" and len(shape) == 2 and not _is_embedding(module):
+                    dense[module] = (shape, nbytes)
+    q_bits = q_weights = 0
+    for module, tensors in packed.items():
+        if "qweight" not in tensors:
+            continue
+        rows, cols = tensors["qweight"][0]
+        q_weights += rows * cols * per_int
+        q_bits += 8 * sum(nbytes for _, nbytes in tensors.values())
+    kept = sorted(m for m in dense if m not in packed)
+    dense_weights = sum(math.prod(dense[m][0]) for m in kept)
+    dense_bits = 8 * sum(dense[m][1] for m in kept)
+    return {
+        "kept_16bit": kept,
+        "quantized_linear_weights": q_weights,
+        "bits_per_weight_quantized": round(q_bits / q_weights, 4) if q_weights else None,
+        "bits_per_weight_all_linear": (round((q_bits + dense_bits) / (q_weights + dense_weights), 4)
+                                       if q_weights else None),
+    }
+
+
+def _gptq_awq_facts(ckpt: Path, qconfig: dict[str, Any]) -> dict[str, Any]:
+    bits = gptq_awq_weight_bits(ckpt, qconfig)
+    total, weights = size_on_disk(ckpt)
+    fmt = (f"awq-{qconfig.get('version') or 'gemm'}" if qconfig["quant_method"] == "awq"
+           else qconfig.get("checkpoint_format") or qconfig.get("format") or "gptq")
+    return {
+        "scheme_description": describe_gptq_awq(qconfig),
+        "format": fmt,
+        "ignore_expanded": bits.pop("kept_16bit"),
+        "size_bytes": total,
+        "weights_bytes": weights,
+        **bits,
+    }
+
+
 def checkpoint_facts(ckpt: Path) -> dict[str, Any]:
     qconfig = quantization_config(ckpt)
+    if _is_gptq_awq(qconfig):
+        return _gptq_awq_facts(ckpt, qconfig)
     ignored = list(qconfig.get("ignore") or [])
     total, weights = size_on_disk(ckpt)
     return {

@@ -19,9 +19,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from quantize.assignment import FUSED
+
 TOP_K = 20
-# Linears vLLM fuses into one (Llama-style names); a checkpoint may not quantize them differently.
-FUSED = {"qkv_proj": ("q_proj", "k_proj", "v_proj"), "gate_up_proj": ("gate_proj", "up_proj")}
 
 
 def weight_args(variant):
@@ -61,6 +61,15 @@ def fake_quantize_weight(weight, args):
     zero = torch.zeros_like(lo)
     scale, zero_point = calculate_qparams(torch.minimum(lo, zero), torch.maximum(hi, zero), args)
     return fake_quantize(w, scale, zero_point, args).to(weight.dtype)
+
+
+def stored_bits(args, shape) -> int:
+    """Bits a weight of `shape` takes quantized: its codes plus 16-bit scales, and zero points at the code
+    width where asymmetric (compressed-tensors' packed layout)."""
+    rows, cols = shape
+    per_scale = 16 + (0 if args.symmetric else args.num_bits)
+    scales = {"group": rows * cols // (args.group_size or cols), "channel": rows}.get(args.strategy, 1)
+    return rows * cols * args.num_bits + scales * per_scale
 
 
 def linear_modules(model) -> list[str]:
@@ -200,7 +209,7 @@ def analyse(model_dir: Path, variant, texts: list[str], items: dict[str, list[tu
             for n in names:
                 modules[n].weight.data = originals[n]
         rows.append({"unit": unit, "modules": names, "params": sum(originals[n].numel() for n in names),
-                     "kl": kl, "loss_delta": {t: losses[t] - scorer.base_loss[t] for t in losses}})
+                     "bits": sum(stored_bits(args, originals[n].shape) for n in names), "kl": kl, "loss_delta": {t: losses[t] - scorer.base_loss[t] for t in losses}})
         if progress:
             progress(1)
     rows.sort(key=lambda r: -r["kl"])
@@ -209,6 +218,24 @@ def analyse(model_dir: Path, variant, texts: list[str], items: dict[str, list[tu
     return {"variant": variant.name, "weights": args.model_dump(mode="json", exclude_none=True), "by": by,
             "top_k": TOP_K, "calibration_texts": len(texts), "task_items": {t: len(p) for t, p in items.items()},
             "baseline_loss": scorer.base_loss, "units": rows}
+
+
+def within_budget(ranking: dict[str, Any], max_bits: float) -> tuple[list[dict], float]:
+    """Most sensitive first, the units that fit in a mean of `max_bits` bits per weight (kept units at 16
+    bits); one that does not fit is passed over for smaller ones. -> (kept units, the mean bits reached)."""
+    rows = ranking["units"]
+    params = sum(r["params"] for r in rows)
+    bits = sum(r["bits"] for r in rows)
+    if max_bits * params < bits:
+        raise ValueError(f"max_bits_per_weight {max_bits:g} is below {bits / params:.3f}, the bits per weight with "
+                         "every unit quantized")
+    kept = []
+    for row in rows:
+        extra = 16 * row["params"] - row["bits"]
+        if bits + extra <= max_bits * params:
+            bits += extra
+            kept.append(row)
+    return kept, bits / params
 
 
 def keep_top(ranking: dict[str, Any], k: int) -> list[str]:

@@ -5,6 +5,10 @@ from __future__ import annotations
 from reports.table import headline_concurrency, memory_target, metric_of, rows_for_task, tasks_of
 
 
+CHECKPOINT_HEADERS = ("variant", "scheme", "format", "bits/weight (quantized · all Linear)", "size",
+                      "16-bit modules", "quantized in", "served")
+
+
 def mb(n: int | None) -> str:
     return f"{n / 1e6:.2f} MB" if n else "-"
 
@@ -55,9 +59,36 @@ def render_markdown(results: dict, run_dir=None) -> str:
                          f"| {num(r.max_rate_meeting_slo, '.2f')} | {mb(r.size_bytes)} | {server_memory(r)} "
                          f"| {num(r.kv_bytes_per_token, ',d')} | {num(r.max_sequences, ',d')} | {status} |")
         lines.append("")
+    lines += checkpoints_table(results)
     failures = [(n, v) for n, v in results["variants"].items() if v["status"] != "ok"]
     if failures:
         lines += ["## Variants not fully measured", ""]
         lines += [f"- **{n}** — {v['status']}: {v['reason']}" for n, v in failures]
         lines.append("")
     return "\n".join(lines)
+
+
+def checkpoints_table(results: dict) -> list[str]:
+    lines = ["## Checkpoints", "", "| " + " | ".join(CHECKPOINT_HEADERS) + " |",
+             "|" + "---|" * len(CHECKPOINT_HEADERS)]
+    lines += ["| " + " | ".join(row) + " |" for row in checkpoint_rows(results)]
+    return lines + [""]
+
+
+def checkpoint_rows(results: dict) -> list[list[str]]:
+    """What each variant's checkpoint is, from its manifest: scheme, format, bits per weight (quantized Linears;
+    all Linears with the 16-bit ones), size, modules kept in 16-bit, quantization time, where it was served."""
+    rows = []
+    for name, v in results["variants"].items():
+        m = v.get("manifest") or {}
+        if m.get("bits_per_weight_quantized"):
+            bits = f"{m['bits_per_weight_quantized']:.3f} · {m.get('bits_per_weight_all_linear') or 0:.3f}"
+        else:
+            bits = "-" if m.get("format") else "16 (not quantized)"
+        seconds = (f"{m['quantization_seconds']:.1f} s ({m.get('backend', '?')})" if "quantization_seconds" in m
+                   else "-")
+        kept = m.get("ignore_expanded")
+        served = "yes" if v.get("served") else ("no: " + v["status"] if v.get("status") != "ok" else "no")
+        rows.append([name, m.get("scheme_description") or m.get("scheme") or "-", m.get("format") or "-", bits,
+                     mb(v.get("size_bytes")), str(len(kept)) if kept is not None else "-", seconds, served])
+    return rows

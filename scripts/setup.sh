@@ -45,6 +45,9 @@ else
   echo "setup: $MAIN_VENV is up to date"
 fi
 
+# The optional GPTQModel backend, in the main environment (its own script: it must go in with --no-deps).
+[[ ${QUANT_SKIP_GPTQMODEL:-0} == 1 ]] || bash scripts/setup-gptqmodel.sh
+
 serve_stamp=$(stamp_of "$SERVE_REQS")
 if needs_build "$SERVE_VENV" "$serve_stamp"; then
   echo "setup: installing the serving environment ($SERVE_REQS) into $SERVE_VENV"

@@ -25,6 +25,10 @@ variants:
     scheme: W4A16
     algorithm: rtn
     sensitivity: {keep_top: 2, samples: 4, items_per_task: 2}   # the 2 most sensitive Linears stay 16-bit
+  - name: attn-w8a8-mlp-w4a16      # a scheme per module group, in one checkpoint
+    groups:
+      - {targets: ['re:.*self_attn\\..*'], scheme: W8A8}
+      - {targets: ['re:.*mlp\\..*'], scheme: W4A16}
   - name: w8a16-rtn
     scheme: W8A16
     algorithm: rtn
@@ -67,7 +71,7 @@ def sweep(tmp_path_factory):
 
 def test_every_variant_served_and_scored(sweep):
     root, _, results, _ = sweep
-    for name in ("bf16", "w4a16-rtn"):
+    for name in ("bf16", "w4a16-rtn", "attn-w8a8-mlp-w4a16"):
         v = results["variants"][name]
         assert v["status"] == "ok", v["reason"]
         assert v["served"] and v["eval_backend"] == "served"
@@ -122,6 +126,8 @@ def test_quantized_checkpoint_is_compressed_tensors(sweep):
     config = json.loads((ckpt / "config.json").read_text())
     assert config["quantization_config"]["quant_method"] == "compressed-tensors"
     assert results["variants"]["w4a16-rtn"]["size_bytes"] < results["variants"]["bf16"]["size_bytes"]
+    mixed = results["variants"]["attn-w8a8-mlp-w4a16"]
+    assert mixed["manifest"]["format"] == "mixed-precision" and len(mixed["manifest"]["recipe_sha256"]) == 64
 
 
 def test_reports_written(sweep):

@@ -48,6 +48,8 @@ def _types(variant: Variant) -> list[str]:
     (Variant(name="a", scheme="FP8_DYNAMIC"), ["QuantizationModifier"]),
     (Variant(name="a", scheme="W8A16", algorithm="gptq"), ["GPTQModifier"]),
     (Variant(name="a", weights=WeightSpec(num_bits=2)), ["QuantizationModifier"]),
+    (Variant(name="a", groups=[{"targets": ["re:.*self_attn.*"], "scheme": "W8A8"}], algorithm="gptq"),
+     ["GPTQModifier"]),
 ])
 def test_modifier_types(variant, expected):
     assert _types(variant) == expected
@@ -63,6 +65,69 @@ def test_modifier_arguments():
     weights = rtn2.config_groups["group_0"].weights
     assert (weights.num_bits, weights.group_size, weights.symmetric, weights.strategy) == (2, 64, True, "group")
     assert rtn2.scheme is None
+
+
+ATTN, MLP = "re:.*self_attn\\..*", "re:.*mlp\\..*"
+
+
+def test_a_scheme_per_module_group():
+    variant = Variant(name="a", groups=[{"targets": [ATTN], "scheme": "W8A8"},
+                                        {"targets": [MLP], "weights": {"num_bits": 4, "group_size": 64}}])
+    (modifier,) = lc.build_modifiers(variant)
+    attn, mlp = modifier.config_groups["group_0"], modifier.config_groups["group_1"]
+    assert attn.targets == [ATTN] and attn.weights.num_bits == 8 and attn.input_activations.dynamic is True
+    assert mlp.targets == [MLP] and (mlp.weights.num_bits, mlp.weights.group_size) == (4, 64)
+    assert mlp.input_activations is None and modifier.ignore == ["lm_head"]
+    assert not lc.needs_calibration(variant)
+    static = Variant(name="b", groups=[{"targets": [ATTN], "scheme": "FP8"}, {"targets": [MLP], "scheme": "W4A16"}])
+    assert lc.needs_calibration(static)
+
+
+def test_groups_are_checked_against_the_model_before_quantizing():
+    from transformers import AutoModelForCausalLM
+    model = AutoModelForCausalLM.from_pretrained(REPO / "quant/demo/model")
+
+    def check(groups, ignore=("lm_head",)):
+        lc.check_assignment(model, Variant(name="a", groups=groups, ignore=list(ignore)))
+
+    check([{"targets": [ATTN], "scheme": "W8A8"}, {"targets": [MLP], "scheme": "W4A16"}])
+    with pytest.raises(ValueError, match="matches the targets of both group_0 and group_1"):
+        check([{"targets": ["re:.*proj$"], "scheme": "W8A8"}, {"targets": [MLP], "scheme": "W4A16"}])
+    with pytest.raises(ValueError, match="qkv_proj: vLLM fuses q_proj/k_proj/v_proj into one layer"):
+        check([{"targets": ["re:.*q_proj$"], "scheme": "W8A8"}, {"targets": [MLP], "scheme": "W4A16"}])
+    with pytest.raises(ValueError, match="no Linear module matches"):
+        check([{"targets": ["re:.*nothing$"], "scheme": "W8A8"}])
+    with pytest.raises(ValueError, match="gate_up_proj: .* got gate_proj 16-bit, up_proj quantized"):
+        lc.check_assignment(model, Variant(name="a", scheme="W4A16", ignore=["lm_head", "re:.*gate_proj$"]))
+
+
+def test_groups_in_a_recipe():
+    from quant.recipe import RecipeError, parse_recipe
+    base = "name: r\nmodel: demo\ntasks: [demo_math]\nvariants:\n  - {name: b, baseline: true}\n"
+    mixed = parse_recipe(base + "  - name: m\n    groups:\n      - {targets: ['re:.*self_attn.*'], scheme: W8A8}\n"
+                                "      - {targets: ['re:.*mlp.*'], scheme: W4A16}\n").variant("m")
+    assert mixed.quantized and [g.scheme for g in mixed.groups] == ["W8A8", "W4A16"]
+    for bad, message in (
+            ("{name: m, groups: [{targets: [x], scheme: W8A8, weights: {num_bits: 4}}]}", "exactly one of scheme or weights"),
+            ("{name: m, groups: [{targets: [], scheme: W8A8}]}", "variants.1.groups.0.targets"),
+            ("{name: m, scheme: W4A16, groups: [{targets: [x], scheme: W8A8}]}", "give only one of scheme, groups"),
+            ("{name: m, algorithm: awq, groups: [{targets: [x], scheme: W8A8}]}", "awq needs weight-only groups"),
+            ("{name: m, backend: gptqmodel, algorithm: gptq, groups: [{targets: [x], scheme: W4A16}]}",
+             "backend gptqmodel takes no smoothquant, groups")):
+        with pytest.raises(RecipeError, match=message):
+            parse_recipe(base + f"  - {bad}\n")
+
+
+def test_mixed_checkpoint(probe_model, tmp_path):
+    from quantize import quantize_variant
+
+    variant = Variant(name="mixed", groups=[{"targets": [ATTN], "scheme": "W8A8"}, {"targets": [MLP], "scheme": "W4A16"}])
+    manifest = quantize_variant(probe_model, variant, Calibration(), tmp_path / "mixed")
+    qconfig = json.loads((tmp_path / "mixed" / "config.json").read_text())["quantization_config"]
+    assert qconfig["format"] == "mixed-precision"
+    assert {g["format"] for g in qconfig["config_groups"].values()} == {"int-quantized", "pack-quantized"}
+    assert "int8 sym channel" in manifest["scheme_description"] and "int4 sym group 128" in manifest["scheme_description"]
+    assert 4.125 < manifest["bits_per_weight_quantized"] < 8.06
 
 
 def test_modifier_errors():
@@ -165,6 +230,8 @@ def test_rtn_w4a16_checkpoint(probe_model, tmp_path):
                 "size_bytes", "bits_per_weight_quantized", "quantization_seconds", "calibration"):
         assert key in manifest
     assert manifest["algorithm"] == "rtn" and manifest["calibration"] is None
+    assert len(manifest["recipe_sha256"]) == 64 and manifest["recipe"] == [
+        {"QuantizationModifier": {"targets": ["Linear"], "scheme": "W4A16", "ignore": ["lm_head"]}}]
     assert manifest["ignore_expanded"] == ["lm_head"]
     assert manifest["format"] == "pack-quantized"
     assert manifest["bits_per_weight_quantized"] == pytest.approx(4.125)  # int4 + a bf16 scale per 128

@@ -13,11 +13,13 @@ def test_render_all_with_paired_columns(tmp_path):
     write_samples(run, "q", "math", [0.0] * 24 + [1.0] * 156 + [0.0] * 20)
     md, png, page = render_all(run, __import__("json").loads((run / "results.json").read_text()))
     text = md.read_text()
-    md_rows = [line for line in text.splitlines() if line.startswith("|")]
-    assert len({line.count("|") for line in md_rows}) == 1              # every Markdown row as wide too
+    tables = [[line for line in part.splitlines() if line.startswith("|")] for part in text.split("\n## ")]
+    assert all(len({line.count("|") for line in rows}) <= 1 for rows in tables)   # each table's rows as wide
+    assert "## Checkpoints" in text and "| bf16 | " in text.split("## Checkpoints")[1]
     assert "−24/+0" in text and "p=1.2e-07" in text
     assert png.stat().st_size > 10_000
     html = page.read_text()
-    rows = re.findall(r"<tr.*?</tr>", html, re.S)
-    assert len({r.count("<th") + r.count("<td") for r in rows}) == 1   # every row as wide as the header
+    for table in re.findall(r"<table>.*?</table>", html, re.S):
+        rows = re.findall(r"<tr.*?</tr>", table, re.S)
+        assert len({r.count("<th") + r.count("<td") for r in rows}) == 1   # every row as wide as the header
     assert "Variants not fully measured" in html and "data:image/png;base64," in html

@@ -69,12 +69,55 @@ def test_ranking_on_the_demo_model_is_cached_reported_and_kept(tmp_path):
     assert all(a["kl"] >= b["kl"] > 0 for a, b in zip(units, units[1:]))
     assert set(units[0]["loss_delta"]) == {"demo_math", "demo_code"} and result["task_items"]["demo_math"] == 3
     assert ranking(cache, Reporter(quiet=True), DEMO_MODEL, model_key, recipe, variant) == result  # cached
-    kept = with_kept_modules(variant, result)
+    kept, chosen, bits = with_kept_modules(variant, result)
     assert kept.ignore == ["lm_head", *(m for u in units[:3] for m in u["modules"])] and kept.sensitivity is None
-    paths = write_report(result, tmp_path / "report", keep=3)
+    assert chosen == units[:3] and 2 < bits < 16
+    paths = write_report(result, tmp_path / "report", variant.sensitivity)
     md = paths[1].read_text()
     assert "| 1 ★ | " in md and "| 4 | " in md and paths[2].stat().st_size > 1000
+    assert "`sensitivity: {keep_top: 3}`: 3 units" in md
     assert json.loads(paths[0].read_text())["variant"] == "w2"
     other = ranking(cache, Reporter(quiet=True), DEMO_MODEL, model_key, recipe, variant,
                     Sensitivity(keep_top=1, by="layer", samples=4, items_per_task=0))
     assert [u["unit"] for u in other["units"]][0].startswith("model.layers.") and len(other["units"]) == 4
+
+
+def test_bits_budget_keeps_the_most_sensitive_units_that_fit():
+    from quantize.sensitivity import within_budget
+
+    # 2-bit units; keeping one adds 14 bits per weight of its size. 100 params in all, 200 bits quantized.
+    rows = [{"unit": u, "modules": [u], "params": n, "bits": 2 * n} for u, n in
+            (("big", 50), ("small-a", 10), ("small-b", 10), ("rest", 30))]
+    result = {"units": rows}
+    kept, bits = within_budget(result, 2.0)
+    assert kept == [] and bits == 2.0
+    kept, bits = within_budget(result, 5.0)    # big (+7.0) does not fit; small-a (+1.4), small-b (+1.4) do
+    assert [r["unit"] for r in kept] == ["small-a", "small-b"] and bits == pytest.approx(4.8)
+    kept, _ = within_budget(result, 9.0)
+    assert [r["unit"] for r in kept] == ["big"]    # the most sensitive first, then nothing else fits
+    with pytest.raises(ValueError, match="below 2.000"):
+        within_budget(result, 1.5)
+    variant = Variant(name="v", weights=WeightSpec(num_bits=2, strategy="channel", group_size=None),
+                      sensitivity=Sensitivity(max_bits_per_weight=5.0))
+    kept_variant, units, bits = with_kept_modules(variant, result)
+    assert kept_variant.ignore == ["lm_head", "small-a", "small-b"] and bits == pytest.approx(4.8)
+
+
+def test_stored_bits_match_the_checkpoints_bits_per_weight():
+    from compressed_tensors.quantization import QuantizationArgs
+
+    from quantize.sensitivity import stored_bits
+
+    group = QuantizationArgs(num_bits=4, strategy="group", group_size=128)       # manifest: 4.125
+    assert stored_bits(group, (512, 256)) / (512 * 256) == 4.125
+    asym = QuantizationArgs(num_bits=4, strategy="group", group_size=128, symmetric=False)   # manifest: 4.156
+    assert round(stored_bits(asym, (512, 256)) / (512 * 256), 3) == 4.156
+    channel = QuantizationArgs(num_bits=2, strategy="channel")
+    assert stored_bits(channel, (768, 256)) == 768 * 256 * 2 + 768 * 16
+
+
+def test_sensitivity_needs_one_rule():
+    with pytest.raises(ValueError, match="exactly one of keep_top or max_bits_per_weight"):
+        Sensitivity()
+    with pytest.raises(ValueError, match="exactly one of keep_top or max_bits_per_weight"):
+        Sensitivity(keep_top=2, max_bits_per_weight=4.5)

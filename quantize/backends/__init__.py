@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from quantize.backends import llmcompressor
+from quantize.backends import gptqmodel, llmcompressor  # each imports its library lazily
 
-BACKENDS: dict[str, ModuleType] = {llmcompressor.NAME: llmcompressor}
+BACKENDS: dict[str, ModuleType] = {llmcompressor.NAME: llmcompressor, gptqmodel.NAME: gptqmodel}
 DEFAULT_BACKEND = llmcompressor.NAME
 
 

@@ -38,13 +38,32 @@ def weight_args(spec: WeightSpec) -> dict[str, Any]:
     return args
 
 
+def config_groups(variant: Variant) -> dict[str, dict[str, Any]]:
+    """compressed-tensors config groups for a `groups` variant: one per group, in the recipe's order."""
+    from compressed_tensors.quantization import preset_name_to_scheme
+
+    out = {}
+    for i, group in enumerate(variant.groups):
+        if group.scheme is not None:
+            _check_preset(group.scheme)
+            scheme = preset_name_to_scheme(group.scheme.upper(), group.targets)
+            out[f"group_{i}"] = scheme.model_dump(mode="json", exclude_none=True)
+        else:
+            out[f"group_{i}"] = {"targets": group.targets, "weights": weight_args(group.weights)}
+    return out
+
+
 def _scheme_kwargs(variant: Variant) -> dict[str, Any]:
-    """What a quantizing modifier is told: a preset scheme name or a custom weight-only config group."""
-    kwargs: dict[str, Any] = {"targets": TARGETS, "ignore": list(variant.ignore)}
+    """What a quantizing modifier is told: a preset scheme name or config groups (custom weights, or a
+    scheme per module group)."""
+    kwargs: dict[str, Any] = {"ignore": list(variant.ignore)}
     if variant.scheme is not None:
-        kwargs["scheme"] = variant.scheme.upper()
+        kwargs.update(targets=TARGETS, scheme=variant.scheme.upper())
+    elif variant.groups is not None:
+        kwargs["config_groups"] = config_groups(variant)
     else:
-        kwargs["config_groups"] = {"group_0": {"targets": TARGETS, "weights": weight_args(variant.weights)}}
+        kwargs.update(targets=TARGETS,
+                      config_groups={"group_0": {"targets": TARGETS, "weights": weight_args(variant.weights)}})
     return kwargs
 
 
@@ -53,8 +72,8 @@ def build_modifiers(variant: Variant) -> list:
     from llmcompressor.modifiers.quantization import GPTQModifier, QuantizationModifier
     from llmcompressor.modifiers.transform import AWQModifier, SmoothQuantModifier
 
-    if variant.scheme is None and variant.weights is None:
-        raise ValueError(f"variant {variant.name}: no scheme or weights to build modifiers from")
+    if variant.scheme is None and variant.weights is None and variant.groups is None:
+        raise ValueError(f"variant {variant.name}: no scheme, weights or groups to build modifiers from")
     if variant.scheme is not None:
         _check_preset(variant.scheme)
     kwargs = _scheme_kwargs(variant)
@@ -73,6 +92,16 @@ def build_modifiers(variant: Variant) -> list:
     return modifiers
 
 
+def check_assignment(model, variant: Variant) -> None:
+    """Refuse, before any work, groups that overlap or split a layer vLLM fuses (quantize/assignment.py)."""
+    from quantize.assignment import check
+
+    kwargs = _scheme_kwargs(variant)
+    groups = ({name: g["targets"] for name, g in kwargs["config_groups"].items()} if "config_groups" in kwargs
+              else {"quantized": kwargs["targets"]})
+    check(model, groups, kwargs["ignore"])
+
+
 def _check_preset(name: str) -> None:
     from compressed_tensors.quantization.quant_scheme import PRESET_SCHEMES
 
@@ -86,13 +115,16 @@ def needs_calibration(variant: Variant) -> bool:
         return True  # a verbatim recipe may hold anything; calibrating costs time, never correctness
     if variant.algorithm in ("gptq", "awq") or variant.smoothquant is not None:
         return True
-    if variant.weights is not None:
-        return False
+    presets = [variant.scheme] if variant.scheme else [g.scheme for g in variant.groups or [] if g.scheme]
+    return any(_preset_observes_activations(p) for p in presets)
+
+
+def _preset_observes_activations(name: str) -> bool:
+    """Static input scales (FP8) are observed from data, and so are NVFP4's global scales (dynamic "local")."""
     from compressed_tensors.quantization import preset_name_to_scheme
 
-    _check_preset(variant.scheme)
-    acts = preset_name_to_scheme(variant.scheme, TARGETS).input_activations
-    # Static input scales (FP8) are observed from data, and so are NVFP4's global scales (dynamic "local").
+    _check_preset(name)
+    acts = preset_name_to_scheme(name.upper(), TARGETS).input_activations
     return acts is not None and acts.dynamic is not True
 
 
@@ -141,6 +173,8 @@ def quantize(model_dir: Path, variant: Variant, texts: list[str] | None, calibra
     described = recipe if isinstance(recipe, str) else [_describe(m) for m in recipe]
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype="auto")
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    if not isinstance(recipe, str):
+        check_assignment(model, variant)
     data: dict[str, Any] = {}
     if texts:
         data = {"dataset": Dataset.from_dict({"text": texts}), "num_calibration_samples": len(texts),

@@ -1,0 +1,51 @@
+"""Which scheme each Linear gets, checked before quantizing. Two mistakes would otherwise surface only at
+engine start, minutes later: a module matched by two groups, and shards that vLLM fuses into one layer
+(q/k/v, gate/up) given different schemes, or some kept in 16-bit and some not."""
+
+from __future__ import annotations
+
+import re
+
+# Linears vLLM fuses into one (Llama-style names); a checkpoint may not quantize them differently.
+FUSED = {"qkv_proj": ("q_proj", "k_proj", "v_proj"), "gate_up_proj": ("gate_proj", "up_proj")}
+
+
+def assign(model, groups: dict[str, list[str]], ignore: list[str]) -> dict[str, str | None]:
+    """{Linear name: the group that quantizes it, or None where it stays 16-bit}."""
+    import torch
+    from compressed_tensors.utils import match_named_modules
+
+    owner: dict[str, str | None] = {n: None for n, m in model.named_modules() if isinstance(m, torch.nn.Linear)}
+    for group, targets in groups.items():
+        for name, _ in match_named_modules(model, targets, ignore):
+            if name not in owner:
+                continue
+            if owner[name] is not None:
+                raise ValueError(f"{name} matches the targets of both {owner[name]} and {group}; "
+                                 "make the groups' targets disjoint")
+            owner[name] = group
+    return owner
+
+
+def check_fused(owner: dict[str, str | None]) -> None:
+    """Shards of one fused layer must share a scheme (vLLM: "Found different quantization schemes for the
+    shards of ... qkv_proj")."""
+    for fused, shards in FUSED.items():
+        pattern = re.compile(rf"^(.*\.)({'|'.join(shards)})$")
+        by_layer: dict[str, dict[str, str | None]] = {}
+        for name, group in owner.items():
+            if m := pattern.match(name):
+                by_layer.setdefault(m.group(1), {})[m.group(2)] = group
+        for prefix, got in sorted(by_layer.items()):
+            if len(set(got.values())) > 1:
+                parts = ", ".join(f"{s} {got[s] or '16-bit'}" for s in shards if s in got)
+                raise ValueError(f"{prefix}{fused}: vLLM fuses {'/'.join(shards)} into one layer, so they need "
+                                 f"one scheme; got {parts}")
+
+
+def check(model, groups: dict[str, list[str]], ignore: list[str]) -> dict[str, str | None]:
+    owner = assign(model, groups, ignore)
+    if not any(owner.values()):
+        raise ValueError("no Linear module matches any group's targets (after `ignore`)")
+    check_fused(owner)
+    return owner
