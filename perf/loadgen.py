@@ -1,7 +1,8 @@
-"""A lean load generator: asyncio + httpx, streaming /v1/completions with token-id prompts; closed loop
+"""A lean load generator: asyncio + aiohttp, streaming /v1/completions with token-id prompts; closed loop
 (a fixed number of requests in flight) or open loop (requests sent at planned instants).
 
-Kept small on purpose: on 2 cores a heavy client steals CPU from the server it measures."""
+Kept small on purpose: on 2 cores a heavy client steals CPU from the server it measures. aiohttp (its HTTP
+parser is C) spends a third of the CPU per streamed token that httpx does (benchmarks/client_overhead.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-import httpx
+import aiohttp
 
 
 @dataclass
@@ -38,11 +39,11 @@ def request_body(model: str, prompt: list[int], output_tokens: int) -> dict:
     }
 
 
-def make_client(concurrency: int, timeout_s: float = 600.0) -> httpx.AsyncClient:
-    # trust_env=False: never route 127.0.0.1 through an HTTP(S)_PROXY from the environment.
-    return httpx.AsyncClient(
-        limits=httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency),
-        timeout=httpx.Timeout(timeout_s, connect=30.0), trust_env=False)
+def make_client(concurrency: int, timeout_s: float = 600.0) -> aiohttp.ClientSession:
+    """One session per workload, `concurrency` keep-alive connections; a read may stall up to timeout_s.
+    aiohttp ignores HTTP(S)_PROXY unless told otherwise: 127.0.0.1 is never routed through a proxy."""
+    return aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=concurrency),
+                                 timeout=aiohttp.ClientTimeout(total=None, sock_connect=30, sock_read=timeout_s))
 
 
 def _tokens_in(choice: dict) -> int:
@@ -52,22 +53,22 @@ def _tokens_in(choice: dict) -> int:
     return 1 if (choice.get("text") or choice.get("finish_reason") is None) else 0
 
 
-async def one_request(client: httpx.AsyncClient, url: str, body: dict) -> RequestRecord:
+async def one_request(client: aiohttp.ClientSession, url: str, body: dict) -> RequestRecord:
     rec = RequestRecord(start=time.perf_counter())
     last = rec.start
     counted, done = 0, False
     try:
-        async with client.stream("POST", url, json=body) as resp:
-            if resp.status_code != 200:
-                text = (await resp.aread()).decode("utf-8", "replace")
-                rec.error = f"HTTP {resp.status_code}: {text[:300]}"
+        async with client.post(url, json=body) as resp:
+            if resp.status != 200:
+                text = (await resp.read()).decode("utf-8", "replace")
+                rec.error = f"HTTP {resp.status}: {text[:300]}"
                 return rec
-            async for line in resp.aiter_lines():
-                if not line.startswith("data:"):
+            async for line in resp.content:    # one SSE line at a time
+                if not line.startswith(b"data:"):
                     continue
                 now = time.perf_counter()
                 data = line[5:].strip()
-                if data == "[DONE]":
+                if data == b"[DONE]":
                     done = True
                     break
                 chunk = json.loads(data)
@@ -108,7 +109,7 @@ def _per_request(output_tokens: int | list[int], n: int) -> list[int]:
 
 async def run_closed_loop(completions_url: str, model: str, prompts: list[list[int]],
                           output_tokens: int | list[int], concurrency: int, *,
-                          client: httpx.AsyncClient | None = None,
+                          client: aiohttp.ClientSession | None = None,
                           on_done: Callable[[RequestRecord], None] | None = None) -> list[RequestRecord]:
     """Send every prompt, keeping `concurrency` requests in flight; records come back in prompt order.
 
@@ -130,13 +131,13 @@ async def run_closed_loop(completions_url: str, model: str, prompts: list[list[i
         await asyncio.gather(*(worker() for _ in range(max(1, min(concurrency, len(prompts))))))
     finally:
         if own:
-            await client.aclose()
+            await client.close()
     return [r for r in records if r is not None]
 
 
 async def run_open_loop(completions_url: str, model: str, prompts: list[list[int]], output_tokens: list[int],
                         offsets_s: list[float], *, max_concurrency: int | None = None,
-                        client: httpx.AsyncClient, on_done: Callable[[RequestRecord], None] | None = None
+                        client: aiohttp.ClientSession, on_done: Callable[[RequestRecord], None] | None = None
                         ) -> list[RequestRecord]:
     """Send request i at offsets_s[i] after the start, whether or not earlier ones have finished (an open
     loop: the server's slowness does not slow the arrivals). With max_concurrency, a request whose instant

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-import httpx
+import asyncio
+
+import aiohttp
 
 COUNTERS = {"generation_tokens": "vllm:generation_tokens_total", "prompt_tokens": "vllm:prompt_tokens_total",
             "requests": "vllm:request_success_total"}
@@ -22,12 +24,12 @@ def parse_counters(text: str) -> dict[str, float]:
     return totals
 
 
-async def read_counters(client: httpx.AsyncClient, base_url: str) -> dict[str, float] | None:
+async def read_counters(client: aiohttp.ClientSession, base_url: str) -> dict[str, float] | None:
     try:
-        resp = await client.get(f"{base_url}/metrics")
-    except httpx.HTTPError:
+        async with client.get(f"{base_url}/metrics") as resp:
+            return parse_counters(await resp.text()) if resp.status == 200 else None
+    except (aiohttp.ClientError, asyncio.TimeoutError):
         return None
-    return parse_counters(resp.text) if resp.status_code == 200 else None
 
 
 def crosscheck(before: dict[str, float] | None, after: dict[str, float] | None, client_output_tokens: int,

@@ -190,8 +190,8 @@ def _keep_most_sensitive(ctx: Context, variant: Variant) -> Variant:
     except ValueError as exc:   # a bits budget below what quantizing everything takes
         raise StageError(f"sensitivity: {exc}") from None
     write_report(result, ctx.out / "variants" / variant.name / "sensitivity", variant.sensitivity)
-    ctx.reporter.log(f"  sensitivity: keeping {len(units)} units in 16-bit ({bits:.3f} bits per weight over the "
-                     f"units ranked): " + ", ".join(row["unit"] for row in units))
+    ctx.reporter.log(f"  sensitivity: keeping {len(units)} unit{'s' * (len(units) != 1)} in 16-bit ({bits:.3f} bits "
+                     f"per weight over the units ranked): " + (", ".join(row["unit"] for row in units) or "none"))
     return keeping
 
 

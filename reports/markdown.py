@@ -71,7 +71,7 @@ def render_markdown(results: dict, run_dir=None) -> str:
 def checkpoints_table(results: dict) -> list[str]:
     lines = ["## Checkpoints", "", "| " + " | ".join(CHECKPOINT_HEADERS) + " |",
              "|" + "---|" * len(CHECKPOINT_HEADERS)]
-    lines += ["| " + " | ".join(row) + " |" for row in checkpoint_rows(results)]
+    lines += ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in checkpoint_rows(results)]
     return lines + [""]
 
 
