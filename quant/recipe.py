@@ -75,8 +75,10 @@ class Variant(_Strict):
     weights: WeightSpec | None = None  # custom weight-only scheme
     algorithm: Literal["rtn", "gptq", "awq"] = "rtn"
     smoothquant: float | None = Field(default=None, gt=0, lt=1)
-    # GPTQ activation ordering; None: llmcompressor's default (static). "group" is not supported by its GPTQ.
-    actorder: Literal["static", "weight"] | None = None
+    # GPTQ activation ordering: None is llmcompressor's default, "weight" (columns in order of activation
+    # size, groups kept contiguous; "static" is its alias); "off" quantizes columns in storage order.
+    # ("group", a runtime g_idx permutation, is not supported by llmcompressor 0.14's GPTQ.)
+    actorder: Literal["weight", "static", "off"] | None = None
     ignore: list[str] = Field(default_factory=lambda: ["lm_head"])  # modules kept in 16-bit
     groups: list[SchemeGroup] | None = None  # a scheme per module group, e.g. attention W8A8 + MLP W4A16
     recipe: str | None = None          # a verbatim llmcompressor recipe: a file path or inline YAML
@@ -86,6 +88,11 @@ class Variant(_Strict):
     # Who quantizes: llmcompressor (compressed-tensors checkpoints) or, where installed, GPTQModel
     # (GPTQ- or AWQ-format checkpoints, as AutoGPTQ and AutoAWQ made them).
     backend: Literal["llmcompressor", "gptqmodel"] = "llmcompressor"
+
+    @field_validator("actorder", mode="before")
+    @classmethod
+    def _yaml_off(cls, v: Any) -> Any:
+        return "off" if v is False else v   # YAML reads a bare `off` as false
 
     @model_validator(mode="after")
     def _one_source(self) -> "Variant":

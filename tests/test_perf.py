@@ -422,3 +422,19 @@ def test_nvidia_smi_compute_apps_parse_to_bytes_per_pid():
     out = "4242, 70123\n4243, 512\n4242, 1\n[Not Supported], 3\n"
     assert parse_gpu_apps(out) == {4242: 70124 << 20, 4243: 512 << 20}
     assert parse_gpu_apps("") == {}
+
+
+def test_gpu_memory_by_pid_else_by_growth(monkeypatch):
+    """By PID where nvidia-smi lists the server's processes (seen on an H200: 4,614 MiB for a child holding
+    4 GiB + its CUDA context); else, as in a container with its own PID namespace, the growth of used memory."""
+    import os
+
+    from perf.engines import process
+    answers = {"--query-compute-apps=pid,used_memory": f"{os.getpid()}, 4614\n", "--query-gpu=memory.used": "9000\n"}
+    monkeypatch.setattr(process, "_nvidia_smi", lambda query: answers[query])
+    assert process.tree_gpu_bytes(os.getpid(), used_before=4 << 20) == 4614 << 20
+    answers["--query-compute-apps=pid,used_memory"] = "1, 4614\n"          # PIDs that are not ours
+    assert process.tree_gpu_bytes(os.getpid(), used_before=4 << 20) == (9000 << 20) - (4 << 20)
+    assert process.tree_gpu_bytes(os.getpid()) is None                      # no reading from before the start
+    monkeypatch.setattr(process, "_nvidia_smi", lambda query: None)        # no nvidia-smi
+    assert process.tree_gpu_bytes(os.getpid(), used_before=0) is None and process.gpu_used_bytes() is None

@@ -59,6 +59,8 @@ def test_modifier_arguments():
     ignore = ["lm_head", "re:.*layers\\.0\\..*", "re:.*down_proj$"]
     (gptq,) = lc.build_modifiers(Variant(name="a", scheme="w4a16", algorithm="gptq", ignore=ignore))
     assert gptq.scheme == "W4A16" and gptq.ignore == ignore and gptq.targets == ["Linear"]
+    (no_order,) = lc.build_modifiers(Variant(name="a", scheme="W4A16", algorithm="gptq", actorder=False))  # YAML off
+    assert no_order.actorder is None and "actorder" not in gptq.model_dump(exclude_unset=True)
     smooth, _ = lc.build_modifiers(Variant(name="a", scheme="W8A8", algorithm="gptq", smoothquant=0.8))
     assert smooth.smoothing_strength == 0.8
     (rtn2,) = lc.build_modifiers(Variant(name="a", weights=WeightSpec(num_bits=2, group_size=64)))

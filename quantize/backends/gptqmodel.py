@@ -25,9 +25,10 @@ def gptqmodel_config(variant: Variant) -> dict[str, Any]:
 
     - scheme W4A16 -> 4 bits, group 128, sym; W4A16_ASYM -> the same, asym (AWQ: zero_point true);
       `weights` -> num_bits, group_size (strategy channel -> -1), symmetric.
-    - actorder: llmcompressor's static/weight (and its default) order columns by activation while keeping
+    - actorder: llmcompressor's weight/static (and its default) order columns by activation while keeping
       groups contiguous, with no runtime cost. GPTQModel's equivalent is act_group_aware with desc_act off (its
-      default); desc_act on (a g_idx permutation at runtime, llmcompressor's "group") is never asked for.
+      default); "off" turns it off; desc_act on (a g_idx permutation at runtime, llmcompressor's "group") is
+      never asked for.
     - ignore: lm_head listed -> left in 16-bit (GPTQModel's default, lm_head false), absent -> quantized;
       every other entry becomes a negative `dynamic` rule ("-:pattern": skip), "re:" entries keeping their
       regex (both libraries match from the start of the full module name), names matching exactly.
@@ -47,7 +48,7 @@ def gptqmodel_config(variant: Variant) -> dict[str, Any]:
                               "format": "gptq" if variant.algorithm == "gptq" else "gemm",
                               "lm_head": "lm_head" not in variant.ignore}
     if variant.algorithm == "gptq":
-        config |= {"desc_act": False, "act_group_aware": group_size > 0}  # GAR needs groups
+        config |= {"desc_act": False, "act_group_aware": group_size > 0 and variant.actorder != "off"}  # needs groups
     skip = {_negative_rule(entry): {} for entry in variant.ignore if entry != "lm_head"}
     if skip:
         config["dynamic"] = skip

@@ -83,7 +83,9 @@ def build_modifiers(variant: Variant) -> list:
             raise ValueError(f"variant {variant.name}: smoothquant and awq both rescale channels; pick one")
         modifiers.append(SmoothQuantModifier(smoothing_strength=variant.smoothquant))
     if variant.algorithm == "gptq":
-        modifiers.append(GPTQModifier(**kwargs, **({"actorder": variant.actorder} if variant.actorder else {})))
+        if variant.actorder:
+            kwargs["actorder"] = None if variant.actorder == "off" else variant.actorder
+        modifiers.append(GPTQModifier(**kwargs))
     elif variant.algorithm == "awq":
         # llmcompressor >= 0.10: AWQ only rescales; a QuantizationModifier after it quantizes.
         modifiers += [AWQModifier(), QuantizationModifier(**kwargs)]
