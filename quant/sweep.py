@@ -153,8 +153,9 @@ def ensure_checkpoint(ctx: Context, variant: Variant) -> tuple[Path, str, dict]:
     if variant.sensitivity:
         variant = _keep_most_sensitive(ctx, variant)
     quant_fields = variant.model_dump(mode="json", exclude={"name", "description", "engine_args", "baseline"})
+    backend_version = versions("gptqmodel") if variant.backend == "gptqmodel" else None
     key = digest("checkpoint", ctx.model_key, quant_fields, ctx.recipe.calibration.model_dump(mode="json"),
-                 library_versions())
+                 library_versions(), backend_version)
     if ctx.cache.has("checkpoints", key):
         ctx.reporter.log(f"  checkpoint: cached ({key})")
     else:

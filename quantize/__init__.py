@@ -63,6 +63,7 @@ def quantize_variant(model_dir: Path, variant: Variant, calibration: Calibration
             "source_model": str(model_dir.resolve()),
             "scheme": variant.scheme,
             "weights": variant.weights.model_dump() if variant.weights else None,
+            "groups": [g.model_dump(exclude_none=True) for g in variant.groups] if variant.groups else None,
             "recipe_source": variant.recipe,
             "algorithm": None if variant.recipe is not None else variant.algorithm,
             "smoothquant": variant.smoothquant,

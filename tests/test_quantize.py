@@ -130,6 +130,7 @@ def test_mixed_checkpoint(probe_model, tmp_path):
     assert {g["format"] for g in qconfig["config_groups"].values()} == {"int-quantized", "pack-quantized"}
     assert "int8 sym channel" in manifest["scheme_description"] and "int4 sym group 128" in manifest["scheme_description"]
     assert 4.125 < manifest["bits_per_weight_quantized"] < 8.06
+    assert [g["scheme"] for g in manifest["groups"]] == ["W8A8", "W4A16"] and manifest["scheme"] is None
 
 
 def test_modifier_errors():
