@@ -38,15 +38,11 @@ def ranking(cache: Cache, reporter, model_dir: Path, model_key: str, recipe: Rec
 
 def kept_units(result: dict, spec: Sensitivity) -> tuple[list[dict], float]:
     """The units `spec` keeps in 16-bit and the mean bits per weight that leaves (over the ranked units)."""
-    from quantize.sensitivity import within_budget
+    from quantize.sensitivity import mean_bits, within_budget
 
-    rows = result["units"]
-    if spec.max_bits_per_weight is not None:
-        return within_budget(result, spec.max_bits_per_weight)
-    kept = rows[:spec.keep_top]
-    params = sum(r["params"] for r in rows)
-    bits = sum(r["bits"] for r in rows) + sum(16 * r["params"] - r["bits"] for r in kept)
-    return kept, bits / params
+    kept = (within_budget(result, spec.max_bits_per_weight) if spec.max_bits_per_weight is not None
+            else result["units"][:spec.keep_top])
+    return kept, mean_bits(result, kept)
 
 
 def with_kept_modules(variant: Variant, result: dict) -> tuple[Variant, list[dict], float]:

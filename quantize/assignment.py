@@ -4,10 +4,15 @@ engine start, minutes later: a module matched by two groups, and shards that vLL
 
 from __future__ import annotations
 
-import re
 
 # Linears vLLM fuses into one (Llama-style names); a checkpoint may not quantize them differently.
 FUSED = {"qkv_proj": ("q_proj", "k_proj", "v_proj"), "gate_up_proj": ("gate_proj", "up_proj")}
+
+
+def fused_layer(name: str) -> str | None:
+    """The fused Linear vLLM runs a shard in ("...self_attn.q_proj" -> "...self_attn.qkv_proj"), else None."""
+    parent, _, leaf = name.rpartition(".")
+    return next((f"{parent}.{fused}" for fused, shards in FUSED.items() if leaf in shards), None)
 
 
 def assign(model, groups: dict[str, list[str]], ignore: list[str]) -> dict[str, str | None]:
@@ -30,17 +35,16 @@ def assign(model, groups: dict[str, list[str]], ignore: list[str]) -> dict[str, 
 def check_fused(owner: dict[str, str | None]) -> None:
     """Shards of one fused layer must share a scheme (vLLM: "Found different quantization schemes for the
     shards of ... qkv_proj")."""
-    for fused, shards in FUSED.items():
-        pattern = re.compile(rf"^(.*\.)({'|'.join(shards)})$")
-        by_layer: dict[str, dict[str, str | None]] = {}
-        for name, group in owner.items():
-            if m := pattern.match(name):
-                by_layer.setdefault(m.group(1), {})[m.group(2)] = group
-        for prefix, got in sorted(by_layer.items()):
-            if len(set(got.values())) > 1:
-                parts = ", ".join(f"{s} {got[s] or '16-bit'}" for s in shards if s in got)
-                raise ValueError(f"{prefix}{fused}: vLLM fuses {'/'.join(shards)} into one layer, so they need "
-                                 f"one scheme; got {parts}")
+    by_layer: dict[str, dict[str, str | None]] = {}
+    for name, group in owner.items():
+        if layer := fused_layer(name):
+            by_layer.setdefault(layer, {})[name.rpartition(".")[2]] = group
+    for layer, got in sorted(by_layer.items()):
+        if len(set(got.values())) > 1:
+            shards = FUSED[layer.rpartition(".")[2]]
+            parts = ", ".join(f"{s} {got[s] or '16-bit'}" for s in shards if s in got)
+            raise ValueError(f"{layer}: vLLM fuses {'/'.join(shards)} into one layer, so they need one scheme; "
+                             f"got {parts}")
 
 
 def check(model, groups: dict[str, list[str]], ignore: list[str]) -> dict[str, str | None]:

@@ -81,9 +81,9 @@ def size_on_disk(ckpt: Path) -> tuple[int, int]:
     return sum(p.stat().st_size for p in files), sum(p.stat().st_size for p in files if p.suffix == ".safetensors")
 
 
-def weight_bits(ckpt: Path, ignored: list[str]) -> dict[str, Any]:
-    """Bits per weight, counting codes plus scales/zero-points, over the quantized Linear layers and
-    over all Linear layers (ignored ones stored in 16 bits included)."""
+def _stored(ckpt: Path, wanted) -> dict[str, dict[str, tuple[list[int], int]]]:
+    """{module: {leaf: (shape, bytes)}} for the tensors `wanted(module, leaf, shape)` picks, read from the
+    safetensors headers (a `weight_shape` record is read for its value: the unpacked weight's shape)."""
     from safetensors import safe_open
 
     stored: dict[str, dict[str, tuple[list[int], int]]] = defaultdict(dict)
@@ -91,31 +91,36 @@ def weight_bits(ckpt: Path, ignored: list[str]) -> dict[str, Any]:
         with safe_open(shard, "pt") as fh:
             for key in fh.keys():
                 module, _, leaf = key.rpartition(".")
-                if leaf in _WEIGHT_STORAGE or leaf == "weight_shape":
-                    t = fh.get_slice(key)
-                    shape = t.get_shape()
-                    shape_value = fh.get_tensor(key).tolist() if leaf == "weight_shape" else []
+                t = fh.get_slice(key)
+                shape = t.get_shape()
+                if wanted(module, leaf, shape):
                     nbytes = math.prod(shape) * _dtype_bytes(t.get_dtype())
-                    stored[module][leaf] = (shape_value or shape, nbytes)
-    q_bits = q_weights = 0
-    for module, tensors in stored.items():
-        if "weight_scale" not in tensors:
-            continue
-        shape = _weight_shape(tensors)
-        q_weights += math.prod(shape)
-        q_bits += 8 * sum(nbytes for leaf, (_, nbytes) in tensors.items() if leaf != "weight_shape")
-    dense_bits = dense_weights = 0
-    for module in ignored:
-        if "weight" in stored.get(module, {}):
-            shape, nbytes = stored[module]["weight"]
-            dense_weights += math.prod(shape)
-            dense_bits += 8 * nbytes
+                    value = fh.get_tensor(key).tolist() if leaf == "weight_shape" else shape
+                    stored[module][leaf] = (value, nbytes)
+    return stored
+
+
+def _bits(q_bits: int, q_weights: int, dense_bits: int, dense_weights: int) -> dict[str, Any]:
     return {
         "quantized_linear_weights": q_weights,
         "bits_per_weight_quantized": round(q_bits / q_weights, 4) if q_weights else None,
         "bits_per_weight_all_linear": (round((q_bits + dense_bits) / (q_weights + dense_weights), 4)
                                        if q_weights else None),
     }
+
+
+def weight_bits(ckpt: Path, ignored: list[str]) -> dict[str, Any]:
+    """Bits per weight, counting codes plus scales/zero-points, over the quantized Linear layers and
+    over all Linear layers (ignored ones stored in 16 bits included)."""
+    stored = _stored(ckpt, lambda module, leaf, shape: leaf in _WEIGHT_STORAGE or leaf == "weight_shape")
+    q_bits = q_weights = 0
+    for module, tensors in stored.items():
+        if "weight_scale" not in tensors:
+            continue
+        q_weights += math.prod(_weight_shape(tensors))
+        q_bits += 8 * sum(nbytes for leaf, (_, nbytes) in tensors.items() if leaf != "weight_shape")
+    dense = [stored[m]["weight"] for m in ignored if "weight" in stored.get(m, {})]
+    return _bits(q_bits, q_weights, 8 * sum(n for _, n in dense), sum(math.prod(shape) for shape, _ in dense))
 
 
 def _weight_shape(tensors: dict[str, tuple[list[int], int]]) -> list[int]:
@@ -153,39 +158,19 @@ def _is_embedding(module: str) -> bool:
 def gptq_awq_weight_bits(ckpt: Path, qconfig: dict[str, Any]) -> dict[str, Any]:
     """weight_bits() for GPTQ/AWQ formats: bits of qweight+qzeros+scales+g_idx over the unpacked weight count;
     kept_16bit lists the Linear weights stored dense (2-D `.weight` tensors, embeddings excepted)."""
-    from safetensors import safe_open
-
-    awq = qconfig["quant_method"] == "awq"
     per_int = 32 // int(qconfig.get("bits") or 4)
-    packed: dict[str, dict[str, tuple[list[int], int]]] = defaultdict(dict)
-    dense: dict[str, tuple[list[int], int]] = {}
-    for shard in sorted(ckpt.glob("*.safetensors")):
-        with safe_open(shard, "pt") as fh:
-            for key in fh.keys():
-                module, _, leaf = key.rpartition(".")
-                t = fh.get_slice(key)
-                shape, nbytes = t.get_shape(), math.prod(t.get_shape()) * _dtype_bytes(t.get_dtype())
-                if leaf in _PACKED_STORAGE:
-                    packed[module][leaf] = (shape, nbytes)
-                elif leaf == "weight" and len(shape) == 2 and not _is_embedding(module):
-                    dense[module] = (shape, nbytes)
+    stored = _stored(ckpt, lambda module, leaf, shape: leaf in _PACKED_STORAGE or (
+        leaf == "weight" and len(shape) == 2 and not _is_embedding(module)))
     q_bits = q_weights = 0
-    for module, tensors in packed.items():
-        if "qweight" not in tensors:
-            continue
-        rows, cols = tensors["qweight"][0]
-        q_weights += rows * cols * per_int
-        q_bits += 8 * sum(nbytes for _, nbytes in tensors.values())
-    kept = sorted(m for m in dense if m not in packed)
-    dense_weights = sum(math.prod(dense[m][0]) for m in kept)
-    dense_bits = 8 * sum(dense[m][1] for m in kept)
-    return {
-        "kept_16bit": kept,
-        "quantized_linear_weights": q_weights,
-        "bits_per_weight_quantized": round(q_bits / q_weights, 4) if q_weights else None,
-        "bits_per_weight_all_linear": (round((q_bits + dense_bits) / (q_weights + dense_weights), 4)
-                                       if q_weights else None),
-    }
+    for tensors in stored.values():
+        if "qweight" in tensors:
+            rows, cols = tensors["qweight"][0]
+            q_weights += rows * cols * per_int
+            q_bits += 8 * sum(nbytes for leaf, (_, nbytes) in tensors.items() if leaf in _PACKED_STORAGE)
+    kept = sorted(m for m, tensors in stored.items() if "weight" in tensors and "qweight" not in tensors)
+    dense = [stored[m]["weight"] for m in kept]
+    return {"kept_16bit": kept, **_bits(q_bits, q_weights, 8 * sum(n for _, n in dense),
+                                        sum(math.prod(shape) for shape, _ in dense))}
 
 
 def _gptq_awq_facts(ckpt: Path, qconfig: dict[str, Any]) -> dict[str, Any]:

@@ -19,9 +19,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from quantize.assignment import FUSED
-
-TOP_K = 20
+from evals.kl import MIN_MASS, TOP_K
+from quantize.assignment import FUSED, fused_layer
 
 
 def weight_args(variant):
@@ -85,11 +84,11 @@ def is_kept(name: str, ignore: list[str]) -> bool:
 
 def _fused_unit(name: str, names: set[str]) -> str:
     """vLLM runs q/k/v and gate/up as one fused Linear that needs one scheme: they are one unit."""
-    parent, _, leaf = name.rpartition(".")
-    for fused, members in FUSED.items():
-        if leaf in members and all(f"{parent}.{m}" in names for m in members):
-            return f"{parent}.{fused}"
-    return name
+    layer = fused_layer(name)
+    if layer is None:
+        return name
+    parent, _, fused = layer.rpartition(".")
+    return layer if all(f"{parent}.{shard}" in names for shard in FUSED[fused]) else name
 
 
 def units_of(model, by: str, ignore: list[str] = ()) -> dict[str, list[str]]:
@@ -167,8 +166,8 @@ class _Scorer:
         for ids, (p_lp, top) in zip(self.batches, self.reference):
             q_lp = self._logprobs(ids).gather(-1, top)
             p, q = p_lp.exp(), q_lp.exp()
-            p_rest = (1 - p.sum(-1)).clamp_min(1e-6)
-            q_rest = (1 - q.sum(-1)).clamp_min(1e-6)
+            p_rest = (1 - p.sum(-1)).clamp_min(MIN_MASS)
+            q_rest = (1 - q.sum(-1)).clamp_min(MIN_MASS)
             per_token = (p * (p_lp - q_lp)).sum(-1) + p_rest * (p_rest.log() - q_rest.log())
             total += float(per_token.clamp_min(0).sum())
             count += per_token.numel()
@@ -209,7 +208,8 @@ def analyse(model_dir: Path, variant, texts: list[str], items: dict[str, list[tu
             for n in names:
                 modules[n].weight.data = originals[n]
         rows.append({"unit": unit, "modules": names, "params": sum(originals[n].numel() for n in names),
-                     "bits": sum(stored_bits(args, originals[n].shape) for n in names), "kl": kl, "loss_delta": {t: losses[t] - scorer.base_loss[t] for t in losses}})
+                     "bits": sum(stored_bits(args, originals[n].shape) for n in names), "kl": kl,
+                     "loss_delta": {t: losses[t] - scorer.base_loss[t] for t in losses}})
         if progress:
             progress(1)
     rows.sort(key=lambda r: -r["kl"])
@@ -220,22 +220,29 @@ def analyse(model_dir: Path, variant, texts: list[str], items: dict[str, list[tu
             "baseline_loss": scorer.base_loss, "units": rows}
 
 
-def within_budget(ranking: dict[str, Any], max_bits: float) -> tuple[list[dict], float]:
-    """Most sensitive first, the units that fit in a mean of `max_bits` bits per weight (kept units at 16
-    bits); one that does not fit is passed over for smaller ones. -> (kept units, the mean bits reached)."""
+def mean_bits(ranking: dict[str, Any], kept: list[dict]) -> float:
+    """Mean bits per weight over the ranked units with `kept` ones in 16-bit and the rest quantized."""
     rows = ranking["units"]
-    params = sum(r["params"] for r in rows)
+    bits = sum(r["bits"] for r in rows) + sum(16 * r["params"] - r["bits"] for r in kept)
+    return bits / sum(r["params"] for r in rows)
+
+
+def within_budget(ranking: dict[str, Any], max_bits: float) -> list[dict]:
+    """Most sensitive first, the units that fit in a mean of `max_bits` bits per weight (kept units at 16
+    bits); one that does not fit is passed over for smaller ones."""
+    rows = ranking["units"]
+    budget = max_bits * sum(r["params"] for r in rows)
     bits = sum(r["bits"] for r in rows)
-    if max_bits * params < bits:
-        raise ValueError(f"max_bits_per_weight {max_bits:g} is below {bits / params:.3f}, the bits per weight with "
-                         "every unit quantized")
+    if bits > budget:
+        raise ValueError(f"max_bits_per_weight {max_bits:g} is below {mean_bits(ranking, []):.3f}, the bits per "
+                         "weight with every unit quantized")
     kept = []
     for row in rows:
         extra = 16 * row["params"] - row["bits"]
-        if bits + extra <= max_bits * params:
+        if bits + extra <= budget:
             bits += extra
             kept.append(row)
-    return kept, bits / params
+    return kept
 
 
 def keep_top(ranking: dict[str, Any], k: int) -> list[str]:
