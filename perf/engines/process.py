@@ -43,6 +43,15 @@ def process_tree(pid: int) -> list[psutil.Process]:
         return []
 
 
+def renice_process(proc: psutil.Process, nice: int) -> None:
+    """Set the niceness of every thread of proc (Linux keeps one per thread; new threads inherit it)."""
+    for thread in proc.threads():
+        try:
+            os.setpriority(os.PRIO_PROCESS, thread.id, nice)
+        except ProcessLookupError:   # the thread ended meanwhile
+            pass
+
+
 def tree_rss_bytes(pid: int) -> int:
     total = 0
     for p in process_tree(pid):
