@@ -20,7 +20,7 @@ from pathlib import Path
 from perf.engines import VLLMServer, resolve_engine_python
 from perf.engines.process import process_tree, renice_process
 from perf.engines.vllm import ENGINE_CORE_TITLE
-from perf.run import BURST_MIN_CHUNKS, BURST_S_PER_CHUNK, run_workload
+from perf.run import arrived_in_one_burst, run_workload
 from quant.demo import DEMO_MODEL_DIR
 from quant.recipe import Workload, load_recipe
 
@@ -38,8 +38,7 @@ def measure(server: VLLMServer, c: int, requests: int) -> dict:
                   warmup_requests=4)
     result = run_workload(server, "bf16", DEMO_MODEL_DIR, wl)
     (p,), (records,) = result["points"], result["records"].values()
-    bursts = sum(r["chunks"] >= BURST_MIN_CHUNKS and r["e2e_s"] - r["ttft_s"] < BURST_S_PER_CHUNK * r["chunks"]
-                 for r in records if r["error"] is None)
+    bursts = sum(arrived_in_one_burst(r["e2e_s"] - r["ttft_s"], r["chunks"]) for r in records if r["error"] is None)
     return {"tok_s": p["output_tokens_per_s"], "ttft": p["ttft_ms"]["p50"], "tpot": p["tpot_ms"]["p50"],
             "e2e": p["e2e_ms"]["p50"], "bursts": f"{bursts}/{len(records)}"}
 
@@ -52,8 +51,8 @@ def main() -> None:
     ap.add_argument("--requests", type=int, default=64)
     args = ap.parse_args()
     recipe = load_recipe("recipes/demo.yaml")
-    print(f"{'round':>5} {'nice':>4} {'c':>3} {'out tok/s':>9} {'TTFT p50':>8} {'TPOT p50':>8} {'E2E p50':>8} {'bursts':>7}",
-          flush=True)
+    print(f"{'round':>5} {'nice':>4} {'c':>3} {'out tok/s':>9} {'TTFT p50':>8} {'TPOT p50':>8} {'E2E p50':>8} "
+          f"{'bursts':>7}", flush=True)
     with tempfile.TemporaryDirectory() as tmp, VLLMServer(
             DEMO_MODEL_DIR, python=resolve_engine_python(recipe.engine.python), served_name="bf16",
             args=recipe.engine.args, env=recipe.engine.env, startup_timeout_s=600,

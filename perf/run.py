@@ -19,10 +19,14 @@ from quant.recipe import Workload
 
 Progress = Callable[[int, int], None]   # (done, total), warm-up requests included
 RSS_SAMPLE_S = 0.5
-# A streamed response whose token-bearing chunks all arrived faster than this apiece came in one burst
-# (real decoding takes at least a millisecond per step); at 8 chunks or more, that is not chance.
-BURST_S_PER_CHUNK, BURST_MIN_CHUNKS = 1e-4, 8
 OPEN_LOOP_CONNECTIONS = 256
+
+
+def arrived_in_one_burst(span_s: float, chunks: int) -> bool:
+    """A streamed response whose token-bearing chunks (first to last within span_s) came faster than
+    0.1 ms apiece arrived in one burst: real decoding takes at least a millisecond per step, and at 8
+    chunks or more that is not chance."""
+    return chunks >= 8 and span_s < 1e-4 * chunks
 
 
 def level_label(point: dict) -> str:
@@ -205,8 +209,7 @@ def _warnings(label: str, records: list[dict], plan: list, point: dict) -> list[
         out.append(f"{label}: the server counted another prompt length than planned for {prompt} requests")
     if output:
         out.append(f"{label}: {output} requests returned another number of output tokens than asked")
-    bursts = sum(r["chunks"] >= BURST_MIN_CHUNKS and r["e2e_s"] - r["ttft_s"] < BURST_S_PER_CHUNK * r["chunks"]
-                 for r, _ in ok)
+    bursts = sum(arrived_in_one_burst(r["e2e_s"] - r["ttft_s"], r["chunks"]) for r, _ in ok)
     if bursts:
         out.append(f"{label}: {bursts} of {len(ok)} streamed responses arrived in one burst: the client was not "
                    "scheduled while the server streamed them, or something buffered the stream; their TTFT reads "
