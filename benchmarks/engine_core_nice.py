@@ -18,8 +18,8 @@ import tempfile
 from pathlib import Path
 
 from perf.engines import VLLMServer, resolve_engine_python
-from perf.engines.process import process_tree, renice_process
-from perf.engines.vllm import ENGINE_CORE_TITLE
+from perf.engines.process import renice_process
+from perf.engines.vllm import engine_core_processes
 from perf.run import arrived_in_one_burst, run_workload
 from quant.demo import DEMO_MODEL_DIR
 from quant.recipe import load_recipe
@@ -27,7 +27,7 @@ from quant.recipe_perf import Workload
 
 
 def set_engine_core_nice(server: VLLMServer, nice: int) -> None:
-    cores = [p for p in process_tree(server.pid) if p.name().startswith(ENGINE_CORE_TITLE)]
+    cores = engine_core_processes(server.pid)
     if not cores:
         raise SystemExit("no engine-core process found")
     for p in cores:

