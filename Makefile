@@ -3,7 +3,7 @@ PY := .venv/bin/python
 export HF_HUB_OFFLINE := 1
 export HF_DATASETS_OFFLINE := 1
 
-.PHONY: setup demo test test-fast bench-setup gptq-setup clean
+.PHONY: setup demo test test-fast bench-setup gptq-setup lock clean
 
 setup:
 	@bash scripts/setup.sh
@@ -16,6 +16,10 @@ test: setup
 
 test-fast: setup
 	$(PY) -m pytest -ra -m "not integration"
+
+# Regenerate requirements/*.lock (pip-compile) after changing pyproject.toml or requirements/serve-*.txt.
+lock:
+	@bash scripts/lock.sh
 
 # GPTQModel alone (`make setup` runs this too; QUANT_SKIP_GPTQMODEL=1 skips it there).
 gptq-setup:

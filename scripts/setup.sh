@@ -21,6 +21,9 @@ if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
 else
   SERVE_REQS=requirements/serve-cpu.txt
 fi
+# Every install goes under the lock files (pip constraints; `make lock` regenerates them): what was tested.
+MAIN_LOCK=requirements/main.lock
+SERVE_LOCK=${SERVE_REQS%.txt}.lock
 
 stamp_of() { cat "$@" | sha256sum | cut -c1-16; }
 
@@ -35,11 +38,11 @@ prepare_venv() {  # the venv with pip and, first of all, the pinned CPU torch
   pipq "$1/bin/pip" install -q "torch==$TORCH_VERSION"
 }
 
-main_stamp=$(stamp_of pyproject.toml)
+main_stamp=$(stamp_of pyproject.toml "$MAIN_LOCK")
 if needs_build "$MAIN_VENV" "$main_stamp"; then
   echo "setup: installing the main environment into $MAIN_VENV"
   prepare_venv "$MAIN_VENV"
-  pipq "$MAIN_VENV/bin/pip" install -q -e ".[dev]"
+  pipq "$MAIN_VENV/bin/pip" install -q -c "$MAIN_LOCK" -e ".[dev]"
   echo "$main_stamp" > "$MAIN_VENV/.quant-stamp"
 else
   echo "setup: $MAIN_VENV is up to date"
@@ -48,11 +51,11 @@ fi
 # The optional GPTQModel backend, in the main environment (its own script: it must go in with --no-deps).
 [[ ${QUANT_SKIP_GPTQMODEL:-0} == 1 ]] || bash scripts/setup-gptqmodel.sh
 
-serve_stamp=$(stamp_of "$SERVE_REQS")
+serve_stamp=$(stamp_of "$SERVE_REQS" "$SERVE_LOCK")
 if needs_build "$SERVE_VENV" "$serve_stamp"; then
   echo "setup: installing the serving environment ($SERVE_REQS) into $SERVE_VENV"
   prepare_venv "$SERVE_VENV"
-  pipq "$SERVE_VENV/bin/pip" install -q -r "$SERVE_REQS"
+  pipq "$SERVE_VENV/bin/pip" install -q -c "$SERVE_LOCK" -r "$SERVE_REQS"
   # The index serves CUDA builds of these; next to the CPU torch they make `import vllm` fail.
   pipq "$SERVE_VENV/bin/pip" uninstall -q -y torchvision torchaudio torchcodec || true
   "$SERVE_VENV/bin/python" -c "import vllm; print('setup: serving engine vllm', vllm.__version__)"
