@@ -64,6 +64,28 @@ class Outcome:
         return not self.result.passed and not self.harm
 
 
+def _parent(pid: int) -> int | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return int(stat.rsplit(")", 1)[1].split()[1])
+
+
+def _ours(pid: int) -> bool:
+    """Started by this process, or an orphan (a program that escaped its tree is re-parented to init):
+    sandboxed runs of other processes on this machine are not this check's business."""
+    parent, seen = _parent(pid), set()
+    if parent == 1:
+        return True
+    while parent and parent not in seen:
+        if parent == os.getpid():
+            return True
+        seen.add(parent)
+        parent = _parent(parent)
+    return False
+
+
 def _sandboxed_processes() -> list[int]:
     found = []
     for entry in Path("/proc").iterdir():
@@ -72,7 +94,7 @@ def _sandboxed_processes() -> list[int]:
                 cmdline = (entry / "cmdline").read_bytes().split(b"\0")
             except OSError:
                 continue
-            if b"program.py" in cmdline and b"-I" in cmdline:
+            if b"program.py" in cmdline and b"-I" in cmdline and _ours(int(entry.name)):
                 found.append(int(entry.name))
     return found
 
