@@ -144,13 +144,12 @@ def check_code_isolation(tasks) -> dict[str, str]:
     from evals.sandbox import IsolationRequired, require_isolation, unisolated_permitted
 
     found = {task.name: where for task in tasks if (where := code_execution(task))}
-    for task in tasks:
-        where = found.get(task.name)
+    for name, where in found.items():
         if where == "sandbox":
-            require_isolation(f"task {task.name}")
-        elif where == "host" and not unisolated_permitted():
+            require_isolation(f"task {name}")
+        elif not unisolated_permitted():
             raise IsolationRequired(
-                f"task {task.name} runs model-generated code through lm-eval's own executor, on this host "
+                f"task {name} runs model-generated code through lm-eval's own executor, on this host "
                 "without isolation: opt in with --allow-unisolated-code or the recipe's "
                 "`allow_unisolated_code: true`, or use a task that runs in the sandbox (evals/tasks)")
     return found

@@ -139,8 +139,8 @@ def capabilities() -> Capabilities:
 def describe(caps: Capabilities | None = None) -> str:
     caps = caps or capabilities()
     parts = ["bubblewrap: no network, own pid/ipc/uts/mount namespaces, read-only system, tmpfs work dir"
-             if caps.isolated else "NO namespace isolation (install bubblewrap; opted in): network and the user's "
-             "files are reachable; private temporary work dir as HOME and TMPDIR"]
+             if caps.isolated else "NO namespace isolation (bubblewrap missing; code runs only on opt-in): network and "
+             "the user's files are reachable; private temporary work dir as HOME and TMPDIR"]
     if caps.cgroup_v2 or caps.cgroup_v1:
         parts.append("cgroup process and memory caps")
     elif os.geteuid() != 0:

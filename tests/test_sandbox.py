@@ -110,7 +110,9 @@ def test_a_sweep_with_code_tasks_is_refused_before_any_work(no_bubblewrap, monke
     assert not (tmp_path / "run").exists()
     # Opted in (flag or recipe field), or no code task: the check lets it through to the work.
     recipe = load_recipe("recipes/demo.yaml")
-    for allowed, opted in ((True, recipe), (False, recipe.model_copy(update={"allow_unisolated_code": True})),
+    field = tmp_path / "opted-in.yaml"
+    field.write_text(open("recipes/demo.yaml").read() + "\nallow_unisolated_code: true\n")
+    for allowed, opted in ((True, recipe), (False, load_recipe(str(field))),
                            (False, recipe.model_copy(update={"tasks": [Task(name="demo_math")]}))):
         with pytest.raises(AssertionError, match="work started"):
             quant.sweep.run_sweep(opted, tmp_path / "run", allow_unisolated_code=allowed)
