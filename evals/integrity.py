@@ -8,11 +8,12 @@ works: a right solution scores 1, a plain wrong one 0.
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass
 
 from evals.code_scoring import Program
-from evals.execute import ExecResult, run_program
+from evals.execute import ExecResult, capabilities, run_program
 
 TESTS = ("def check(candidate):\n"
          "    assert abs(candidate(3) - 9) < 1e-9\n"
@@ -39,6 +40,34 @@ STEAL = ("import os, re\n"
          "    while frame:\n"
          "        steal(list(frame.f_locals.values()))\n"
          "        frame = frame.f_back\n")
+
+
+# A fresh interpreter (no audit hook) that scans its parent's writable memory and prints what looks like a token.
+_CHILD = ("import re, sys\n"
+          "pid = sys.argv[1]\n"
+          "mem = open(f'/proc/{pid}/mem', 'rb')\n"
+          "for line in open(f'/proc/{pid}/maps'):\n"
+          "    span, mode = line.split()[:2]\n"
+          "    lo, hi = (int(x, 16) for x in span.split('-'))\n"
+          "    try:\n"
+          "        mem.seek(lo)\n"
+          "        data = mem.read(hi - lo) if 'rw' in mode else b''\n"
+          "    except (OSError, ValueError):\n"
+          "        continue\n"
+          "    for token in set(re.findall(rb'(?<![0-9a-f])[0-9a-f]{32}(?![0-9a-f])', data)):\n"
+          "        print(token.decode())\n")
+_CHILD_READS_PARENT = (f"out = subprocess.run([sys.executable, '-c', {_CHILD!r}, str(os.getpid())],\n"
+                       "                     capture_output=True)\n"
+                       "assert out.returncode == 0, out.stderr.decode().strip().splitlines()[-1]\n"
+                       "steal([line for line in out.stdout.split()])\nos._exit(0)\n")
+
+
+def not_run_here(name: str) -> str | None:
+    """The one cheat this harness cannot stop where it runs: unisolated and as root, any process may read the
+    runner's memory (CAP_SYS_PTRACE overrides non-dumpable). Reported, not run."""
+    if name == "child_reads_runner_memory" and not capabilities().isolated and os.geteuid() == 0:
+        return "not run: unisolated as root, a child process can read the runner's memory (a documented residual)"
+    return None
 
 
 def _cheats() -> dict[str, str]:
@@ -99,6 +128,7 @@ def _cheats() -> dict[str, str]:
         "gc_scan_for_token": (STEAL + "import gc\nfor obj in gc.get_objects():\n"
                               "    steal(list(obj.values()) if isinstance(obj, dict) else [])\nos._exit(0)\n"),
         "ctypes_memory": "import ctypes\nprint(ctypes.string_at(id(0), 8))\n",
+        "child_reads_runner_memory": STEAL + "import subprocess, sys\n" + _CHILD_READS_PARENT,
         "proc_self_mem": "open('/proc/self/mem', 'rb')\n",
         "proc_self_mem_by_symlink": "import os\nos.symlink('/proc/self/mem', 'm')\nopen('m', 'rb')\n",
     }
@@ -117,15 +147,19 @@ class Verdict:
     result: ExecResult
     expected: bool           # True only for the control that must pass
     seconds: float
+    run: bool = True
 
     @property
     def correct(self) -> bool:
-        return self.result.passed == self.expected
+        return self.run and self.result.passed == self.expected
 
 
 def check() -> list[Verdict]:
     verdicts = []
     for name, (program, expected) in corpus().items():
+        if reason := not_run_here(name):
+            verdicts.append(Verdict(name, ExecResult(False, reason), expected, 0.0, run=False))
+            continue
         start = time.perf_counter()
         result = run_program(program.solution, tests=program.tests)
         verdicts.append(Verdict(name, result, expected, time.perf_counter() - start))

@@ -211,8 +211,9 @@ def cmd_sandbox_check(args) -> int:
         print("scoring integrity (every cheat must score 0; control_right 1, control_wrong 0)")
         verdicts = integrity.check()
         for v in verdicts:
-            print(f"  {v.name:<34} scored {int(v.result.passed)}  {'ok' if v.correct else 'WRONG':<6} "
-                  f"{v.seconds:5.2f}s  {v.result.reason[:70]}")
+            status = f"scored {int(v.result.passed)}" if v.run else "not run"
+            print(f"  {v.name:<34} {status:<8}  {'ok' if v.correct else 'WRONG':<6} {v.seconds:5.2f}s  "
+                  f"{v.result.reason[:100]}")
     return EXIT_OK if all(o.contained for o in outcomes) and all(v.correct for v in verdicts) else EXIT_FAIL
 
 
