@@ -10,7 +10,7 @@ What keeps the program from reaching the token in this process's memory (see the
 evals/execute.py):
 - the program runs in a second thread, so no frame of `main` is on its stack, and it cannot install signal
   handlers (they would be handed `main`'s frame);
-- an audit hook, which Python code cannot remove, refuses every route to other frames or to raw memory:
+- an audit hook, which Python code cannot remove, refuses the known routes to frames and to raw memory:
   sys._getframe (as ValueError, which the standard library's callers expect), tb_frame/gi_frame/cr_frame/
   ag_frame, sys._current_frames, tracing and profiling, gc's object scans, ctypes, and opening a file
   named `mem` (/proc/self/mem);
@@ -18,6 +18,8 @@ evals/execute.py):
   CAP_SYS_PTRACE, which the sandbox drops);
 - the tests run in their own namespace with a copy of the builtins taken before the program started, so
   replacing `abs` or `isinstance` in `builtins` does not change what the tests compute;
+- the price: code that needs frames fails while scoring (traceback.format_exc(), inspect.stack(), a
+  debugger); logging, warnings, namedtuple, enum, typing and doctest, which cope without them, work.
 - everything this file calls after the program started was bound before it started.
 """
 
@@ -56,6 +58,8 @@ def _install_guard() -> None:
             raise PermissionError(f"opening {args[0]!r} is refused while scoring")
 
     sys.addaudithook(guard)
+    for name in ("settrace", "setprofile"):  # clearing the (never set) hook stays allowed: doctest does it
+        setattr(sys, name, lambda function, original=getattr(sys, name): function is None or original(function))
 
 
 def _make_undumpable() -> None:

@@ -54,6 +54,16 @@ def test_honest_programs_still_pass_and_can_use_their_work_dir():
     assert run_program(program).passed
 
 
+def test_the_standard_library_still_works_without_frames():
+    # namedtuple, typing, enum, logging and doctest ask for frames; they cope with the refusal.
+    program = ('import collections, doctest, enum, logging, typing, warnings\n'
+               'def double(x):\n    """\n    >>> double(2)\n    4\n    """\n    return 2 * x\n'
+               'Point = collections.namedtuple("Point", "x y")\nT = typing.TypeVar("T")\n'
+               'Color = enum.Enum("Color", "RED GREEN")\nlogging.warning("to stderr")\nwarnings.warn("too")\n'
+               'assert doctest.testmod().failed == 0 and Point(1, 2).y == 2\n')
+    assert run_program(program).passed
+
+
 def test_limits_are_configurable():
     assert run_program("import time\ntime.sleep(2)", Limits(timeout_s=0.5)).reason == "timeout"
     assert not run_program("open('f', 'wb').write(b'x' * 65536)", Limits(file_bytes=16384)).passed
