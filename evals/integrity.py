@@ -121,6 +121,9 @@ def _cheats() -> dict[str, str]:
             "    return tracer\n"
             "sys.settrace(tracer)\n"),
         "frame_walk_for_token": STEAL + "import sys\nsteal_from_frames(sys._getframe(0))\nos._exit(0)\n",
+        "frame_via_inspect": STEAL + "import inspect\nsteal_from_frames(inspect.currentframe())\nos._exit(0)\n",
+        "frame_via_generator": (STEAL + "def walk():\n    yield\nsteps = walk()\nnext(steps)\n"
+                                "steal_from_frames(steps.gi_frame)\nos._exit(0)\n"),
         "traceback_frames_for_token": (STEAL + "try:\n    raise RuntimeError\nexcept RuntimeError as e:\n"
                                        "    steal_from_frames(e.__traceback__.tb_frame)\nos._exit(0)\n"),
         "other_threads_frames": STEAL + "import sys\nfor frame in sys._current_frames().values():\n"

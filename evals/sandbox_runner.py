@@ -11,7 +11,8 @@ evals/execute.py):
 - the program runs in a second thread, so no frame of `main` is on its stack, and it cannot install signal
   handlers (they would be handed `main`'s frame);
 - an audit hook, which Python code cannot remove, refuses the known routes to frames and to raw memory:
-  sys._getframe (as ValueError, which the standard library's callers expect), tb_frame/gi_frame/cr_frame/
+  sys._getframe (as ValueError, which the standard library's callers expect; namedtuple, enum and typing
+  may still read their caller's module name), tb_frame/gi_frame/cr_frame/
   ag_frame, sys._current_frames, tracing and profiling, gc's object scans, ctypes, and opening a file
   named `mem` (/proc/self/mem);
 - the process is made non-dumpable, so a child process cannot read its memory either (short of
@@ -19,7 +20,7 @@ evals/execute.py):
 - the tests run in their own namespace with a copy of the builtins taken before the program started, so
   replacing `abs` or `isinstance` in `builtins` does not change what the tests compute;
 - the price: code that needs frames fails while scoring (traceback.format_exc(), inspect.stack(), a
-  debugger); logging, warnings, namedtuple, enum, typing and doctest, which cope without them, work.
+  debugger); logging, warnings, namedtuple, enum, typing, doctest and pickle work.
 - everything this file calls after the program started was bound before it started.
 """
 
@@ -28,16 +29,38 @@ import builtins
 import os
 import sys
 
-REFUSED_EVENTS = frozenset({"sys._getframe", "sys._current_frames", "sys._current_exceptions", "sys.settrace",
+REFUSED_EVENTS = frozenset({"sys._current_frames", "sys._current_exceptions", "sys.settrace",
                             "sys.setprofile", "gc.get_objects", "gc.get_referrers", "gc.get_referents"})
 FRAME_ATTRIBUTES = frozenset({"tb_frame", "gi_frame", "cr_frame", "ag_frame"})
 REFUSED_MODULES = frozenset({"ctypes", "_ctypes", "_testcapi", "_testinternalcapi"})
 
 
+def _module_name_readers() -> frozenset:
+    """The standard library's callers of sys._getframe that only read the caller's module name (so that
+    namedtuples, enums and TypeVars made by the solution are its own and pickle); the frame never leaves them."""
+    import collections
+    import enum
+    import typing
+    return frozenset(id(code) for code in (collections.namedtuple.__code__, typing._caller.__code__,
+                                           enum.EnumType._create_.__code__))
+
+
 def _install_guard() -> None:
     refused, frame_attributes, modules = REFUSED_EVENTS, FRAME_ATTRIBUTES, REFUSED_MODULES
     fspath, realpath, is_a, text, raw = os.fspath, os.path.realpath, isinstance, str, bytes
-    first, last = str.partition, str.rpartition
+    first, last, identity = str.partition, str.rpartition, id
+    readers, getframe, thread, looking = _module_name_readers(), sys._getframe, _thread.get_ident, set()
+
+    def trusted_caller() -> bool:
+        """Whether sys._getframe was called by one of `readers` (the guard's own call is let through)."""
+        me = thread()
+        if me in looking:
+            return True
+        looking.add(me)
+        try:
+            return identity(getframe(2).f_code) in readers  # 0: here, 1: guard, 2: the caller
+        finally:
+            looking.discard(me)
 
     def is_memory_file(path) -> bool:
         try:
@@ -48,6 +71,8 @@ def _install_guard() -> None:
         return last(name, "/")[2] == "mem" or last(realpath(name), "/")[2] == "mem"
 
     def guard(event, args) -> None:
+        if event == "sys._getframe" and not trusted_caller():
+            raise ValueError("sys._getframe is refused while scoring")
         if event in refused:
             raise ValueError(f"{event} is refused while scoring")
         if event == "object.__getattr__" and args[1] in frame_attributes:
@@ -98,6 +123,7 @@ def main(verdict_fd: int, solution_path: str, tests_path: str) -> None:
     os.dup2(null, 0)
     os.close(null)
     write, leave, report, run_code, copy = os.write, os._exit, _reporter(), exec, dict
+    new_module, modules = type(sys), sys.modules
     try:
         with open(solution_path) as f:
             solution = compile(f.read(), solution_path, "exec", dont_inherit=True, optimize=0)
@@ -107,7 +133,7 @@ def main(verdict_fd: int, solution_path: str, tests_path: str) -> None:
         report(exc)
         leave(1)
     pristine = copy(builtins.__dict__)
-    sys.argv[:] = [solution_path]  # as if the solution had been run as a script
+    sys.argv[:] = [solution_path]
     _make_undumpable()
     _install_guard()
     ran_to_the_end = []
@@ -116,7 +142,10 @@ def main(verdict_fd: int, solution_path: str, tests_path: str) -> None:
 
     def run(anything=BaseException) -> None:
         try:
-            namespace = {"__name__": "__main__", "__file__": solution_path, "__builtins__": builtins}
+            main_module = new_module("__main__")  # the solution's, as if it had been run as a script (pickle,
+            modules["__main__"] = main_module     # doctest and multiprocessing look it up there)
+            namespace = main_module.__dict__
+            namespace.update(__file__=solution_path, __builtins__=builtins)
             run_code(solution, namespace)
             run_code(tests, {**namespace, "__builtins__": copy(pristine)})
             ran_to_the_end.append(True)

@@ -60,7 +60,8 @@ def test_the_standard_library_still_works_without_frames():
                'def double(x):\n    """\n    >>> double(2)\n    4\n    """\n    return 2 * x\n'
                'Point = collections.namedtuple("Point", "x y")\nT = typing.TypeVar("T")\n'
                'Color = enum.Enum("Color", "RED GREEN")\nlogging.warning("to stderr")\nwarnings.warn("too")\n'
-               'assert doctest.testmod().failed == 0 and Point(1, 2).y == 2\n')
+               'assert doctest.testmod() == (0, 1) and Point(1, 2).y == 2\n'
+               'import pickle\nassert pickle.loads(pickle.dumps(Point(3, 4))) == (3, 4)\n')
     assert run_program(program).passed
 
 
