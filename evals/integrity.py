@@ -22,10 +22,11 @@ TESTS = ("def check(candidate):\n"
          "check(square)\n")
 RIGHT = "def square(x):\n    return x * x\n"
 WRONG = "def square(x):\n    return x + 1\n"
+TOKEN_LIKE = "rb'(?<![0-9a-f])[0-9a-f]{32}(?![0-9a-f])'"   # as a cheat would look for the run's token
 # What a cheat that found the token would do with it: every 32-hex-digit string seen goes to every descriptor.
 STEAL = ("import os, re\n"
          "def tokens(data):\n"
-         "    return set(re.findall(rb'(?<![0-9a-f])[0-9a-f]{32}(?![0-9a-f])', data))\n"
+         f"    return set(re.findall({TOKEN_LIKE}, data))\n"
          "def to_every_fd(data):\n"
          "    for fd in range(3, 64):\n"
          "        try:\n"
@@ -40,8 +41,6 @@ STEAL = ("import os, re\n"
          "    while frame:\n"
          "        steal(list(frame.f_locals.values()))\n"
          "        frame = frame.f_back\n")
-
-
 # A fresh interpreter (no audit hook) that scans its parent's writable memory and prints what looks like a token.
 _CHILD = ("import re, sys\n"
           "pid = sys.argv[1]\n"
@@ -54,12 +53,12 @@ _CHILD = ("import re, sys\n"
           "        data = mem.read(hi - lo) if 'rw' in mode else b''\n"
           "    except (OSError, ValueError):\n"
           "        continue\n"
-          "    for token in set(re.findall(rb'(?<![0-9a-f])[0-9a-f]{32}(?![0-9a-f])', data)):\n"
+          f"    for token in set(re.findall({TOKEN_LIKE}, data)):\n"
           "        print(token.decode())\n")
 _CHILD_READS_PARENT = (f"out = subprocess.run([sys.executable, '-c', {_CHILD!r}, str(os.getpid())],\n"
                        "                     capture_output=True)\n"
                        "assert out.returncode == 0, out.stderr.decode().strip().splitlines()[-1]\n"
-                       "steal([line for line in out.stdout.split()])\nos._exit(0)\n")
+                       "steal(out.stdout.split())\nos._exit(0)\n")
 
 
 def not_run_here(name: str) -> str | None:
