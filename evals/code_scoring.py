@@ -11,27 +11,34 @@ import hashlib
 import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from typing import NamedTuple
 
 from evals.execute import run_program
 
 _outcomes: dict[str, bool] = {}
 
 
-def humaneval_program(doc: dict, completion: str) -> str:
-    return f"{doc['prompt']}{completion}\n\n{doc['test']}\ncheck({doc['entry_point']})\n"
+class Program(NamedTuple):
+    """The model's code, then the tests that judge it (run after it, with untouched builtins)."""
+    solution: str
+    tests: str
 
 
-def mbpp_program(doc: dict, completion: str) -> str:
+def humaneval_program(doc: dict, completion: str) -> Program:
+    return Program(f"{doc['prompt']}{completion}\n", f"{doc['test']}\ncheck({doc['entry_point']})\n")
+
+
+def mbpp_program(doc: dict, completion: str) -> Program:
     setup = doc.get("test_setup_code") or ""
-    return f"{setup}\n{completion}\n\n" + "\n".join(doc["test_list"]) + "\n"
+    return Program(f"{setup}\n{completion}\n", "\n".join(doc["test_list"]) + "\n")
 
 
-def _key(program: str) -> str:
-    return hashlib.sha256(program.encode()).hexdigest()
+def _key(program: Program) -> str:
+    return hashlib.sha256(f"{len(program.solution)}:{program.solution}{program.tests}".encode()).hexdigest()
 
 
-def _run(program: str) -> bool:
-    return run_program(program).passed
+def _run(program: Program) -> bool:
+    return run_program(program.solution, tests=program.tests).passed
 
 
 def workers() -> int:
@@ -39,7 +46,7 @@ def workers() -> int:
     return max(1, min(16, 2 * len(os.sched_getaffinity(0))))
 
 
-def prefetch(programs: list[str]) -> None:
+def prefetch(programs: list[Program]) -> None:
     todo = list({_key(p): p for p in programs if _key(p) not in _outcomes}.items())
     if len(todo) < 2:
         return
@@ -48,12 +55,12 @@ def prefetch(programs: list[str]) -> None:
             _outcomes[key] = ok
 
 
-def passed(program: str) -> float:
+def passed(program: Program) -> float:
     ok = _outcomes.pop(_key(program), None)
-    return float(run_program(program).passed if ok is None else ok)
+    return float(_run(program) if ok is None else ok)
 
 
-def task_functions(program_of: Callable[[dict, str], str]):
+def task_functions(program_of: Callable[[dict, str], Program]):
     """(prefetch, process_results) for a code task's utils.py: an lm-eval `custom` filter_fn that leaves the
     responses as they are and runs all their programs at once, and pass@1 per document."""
     def prefetch_filter(resps: list[list[str]], docs: list[dict]) -> list[list[str]]:

@@ -1,20 +1,46 @@
-"""Run untrusted generated code in a confined process; what confines it is in evals/sandbox.py."""
+"""Run untrusted generated code in a confined process, and count a pass only when its tests ran to the end.
+
+What confines the process is in evals/sandbox.py. What makes a pass trustworthy (the threat model):
+- The host draws a fresh random token per run (secrets.token_hex) and hands it to evals/sandbox_runner.py
+  on stdin. The runner executes the solution and then the tests; only when the tests returned normally does
+  it write the token to a pipe the host reads. A pass is: the token came back, exactly, and the process
+  exited 0. Exit status alone proves nothing.
+- So ending early by any means (sys.exit(0), exit(), os._exit(0), SystemExit in a finally, atexit, a
+  finaliser, a thread, a signal, exec of `true`, killing itself) is a failure; printing or writing text to
+  any descriptor cannot forge the token; the token is in no file, argument or environment variable, so
+  reading the program's own source, /proc/self/cmdline or environ gives nothing.
+- Inside the process the runner keeps the token where Python code cannot reach it: the program runs in
+  another thread, and an audit hook refuses frame access, tracing, gc scans, ctypes and /proc/self/mem;
+  the process is non-dumpable. The tests run with the builtins as they were before the program started.
+What a pass does not prove:
+- that the tests are strong: a solution whose result compares equal to anything, or that changes a module
+  the tests import (say math.isclose), passes what such tests let through, as in any harness that runs
+  solution and tests in one interpreter;
+- anything against a program written to attack this harness: CPython's audit hooks are not a security
+  boundary (PEP 578), and a program that finds a way past them (an interpreter bug, an unaudited path to
+  its own memory) or, unisolated and as root, reads the runner's memory from another process, could forge
+  the token. The sandbox bounds what such a program can do to the host; the opted-in fallback does not.
+"""
 
 from __future__ import annotations
 
 import os
+import secrets
 import signal
 import subprocess
 import tempfile
 from dataclasses import dataclass
+from pathlib import Path
 
-from evals.sandbox import CgroupLimit, bwrap_argv, capabilities, interpreter
+from evals.sandbox import CgroupLimit, bwrap_argv, capabilities, interpreter, require_isolation
+
+RUNNER = (Path(__file__).resolve().parent / "sandbox_runner.py").read_text()
 
 
 @dataclass
 class ExecResult:
     passed: bool
-    reason: str  # "passed", "timeout", "failed: <last line of stderr>"
+    reason: str  # "passed", "timeout", "failed: <last line of stderr>", "failed: exited 0 before its tests ..."
 
 
 @dataclass(frozen=True)
@@ -60,36 +86,69 @@ def _kill_group(proc: subprocess.Popen) -> None:
     proc.wait()
 
 
-def run_program(source: str, limits: Limits = Limits()) -> ExecResult:
+def _read_available(fd: int, limit: int) -> bytes:
+    os.set_blocking(fd, False)  # a child of the program may still hold the write end open
+    try:
+        return os.read(fd, limit)
+    except BlockingIOError:
+        return b""
+
+
+def _confinement(caps, limits: Limits, work: str, files: list[str]) -> tuple[list[str], str, dict]:
+    """(argv prefix, cwd, environment) of the runner: in bubblewrap, or in `work` on the host (opted in)."""
+    if caps.isolated:
+        binds = [a for name in files for a in ("--ro-bind", os.path.join(work, name), f"/sandbox/{name}")]
+        return bwrap_argv(caps.bwrap, limits.file_bytes) + binds, "/", {"HOME": "/sandbox", "TMPDIR": "/tmp"}
+    return [], work, {"HOME": work, "TMPDIR": os.path.join(work, "tmp")}
+
+
+def run_program(source: str, limits: Limits = Limits(), tests: str = "") -> ExecResult:
+    """Run `source` (the solution), then `tests` in a namespace holding its names; passed only when the tests
+    (or, without tests, the source) ran to the end. Raises IsolationRequired where bubblewrap is missing
+    and nobody opted in (evals.sandbox.permit_unisolated)."""
     caps = capabilities()
+    require_isolation("run_program", caps)
+    token = secrets.token_hex(16).encode()
+    files = ["program.py", "tests.py"]
     with tempfile.TemporaryDirectory(prefix="quant-exec-") as host_dir:
-        program = os.path.join(host_dir, "program.py")
-        with open(program, "w") as f:
-            f.write(source)
-        if caps.isolated:
-            argv = bwrap_argv(caps.bwrap, limits.file_bytes) + [
-                "--ro-bind", program, "/sandbox/program.py", interpreter(), "-I", "-B", "program.py"]
-            cwd = "/"
-        else:
-            argv, cwd = [interpreter(), "-I", "-B", program], host_dir
+        work = os.path.join(host_dir, "work")
+        os.makedirs(os.path.join(work, "tmp"))
+        for name, text in zip(files, (source, tests)):
+            with open(os.path.join(work, name), "w") as f:
+                f.write(text)
+        prefix, cwd, env = _confinement(caps, limits, work, files)
+        token_in, token_out = os.pipe()
+        os.write(token_out, token)
+        os.close(token_out)
+        verdict_in, verdict_out = os.pipe()
         cgroup = CgroupLimit(caps, limits.max_procs, limits.memory_bytes)
         # stderr goes to a file (capped by the file-size limit), never into this process's memory.
         try:
             with open(os.path.join(host_dir, "stderr"), "w+b") as err_file:
-                proc = subprocess.Popen(_launcher(limits, cgroup) + argv, cwd=cwd, env={"PATH": "/usr/bin:/bin"},
-                                        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err_file,
-                                        start_new_session=True)
+                argv = (_launcher(limits, cgroup) + prefix + [interpreter(), "-I", "-B", "-c", RUNNER, str(verdict_out)]
+                        + files)
+                try:
+                    proc = subprocess.Popen(argv, cwd=cwd, env={"PATH": "/usr/bin:/bin", **env}, stdin=token_in,
+                                            stdout=subprocess.DEVNULL, stderr=err_file, pass_fds=(verdict_out,),
+                                            start_new_session=True)
+                finally:
+                    os.close(verdict_out)
                 try:
                     proc.wait(timeout=limits.timeout_s)
                 except subprocess.TimeoutExpired:
                     return ExecResult(False, "timeout")
                 finally:
                     _kill_group(proc)
+                verdict = _read_available(verdict_in, len(token) + 1)
                 err_file.seek(max(0, os.fstat(err_file.fileno()).st_size - 4096))
                 err = err_file.read()
         finally:
+            os.close(token_in)
+            os.close(verdict_in)
             cgroup.close()
-    if proc.returncode == 0:
+    if proc.returncode == 0 and secrets.compare_digest(verdict, token):
         return ExecResult(True, "passed")
+    if proc.returncode == 0:
+        return ExecResult(False, "failed: exited 0 before its tests finished (no token)")
     lines = err.decode(errors="replace").strip().splitlines()
     return ExecResult(False, "failed: " + (lines[-1][:200] if lines else f"exit {proc.returncode}"))

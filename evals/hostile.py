@@ -1,6 +1,7 @@
 """A corpus of hostile programs, and a check that the sandbox contains each one (`quant sandbox-check`).
 
-Every program ends by asserting that its attack worked, so a contained attack is scored as a failure.
+Every program ends by asserting that its attack worked, so a contained attack is scored as a failure. None
+sends traffic anywhere but to a loopback listener of the check's own.
 Containment is judged from the host: the victim files are intact, nothing new appeared beside them, the
 loopback listener saw no connection, no sandboxed process is left, and a sentinel process still lives.
 """
@@ -8,6 +9,7 @@ loopback listener saw no connection, no sandboxed process is left, and a sentine
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import subprocess
 import tempfile
@@ -32,7 +34,9 @@ def corpus(victim_dir: str, victim_file: str, port: int) -> dict[str, str]:
         "read_host_files": f"print(open({victim_file!r}).read())\n",
         "fill_disk": "i = 0\nwhile True:\n    open(f'f{i}', 'wb').write(b'x' * (1 << 19))\n    i += 1\n",
         "socket_to_host": f"import socket\nsocket.create_connection(('127.0.0.1', {port}), timeout=2)\n",
-        "socket_to_internet": "import socket\nsocket.create_connection(('1.1.1.1', 53), timeout=2)\n",
+        # Sends nothing: a network interface other than loopback is what any outside traffic would need.
+        "network_interfaces": ("import socket\nnames = [name for _, name in socket.if_nameindex()]\n"
+                               "assert [n for n in names if n != 'lo'], f'interfaces: {names}'\n"),
         "read_secrets": (
             "import glob, os\n"
             f"found = [k for k in os.environ if k == {SECRET_NAME!r}]\n"
@@ -60,6 +64,28 @@ class Outcome:
         return not self.result.passed and not self.harm
 
 
+def _parent(pid: int) -> int | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return int(stat.rsplit(")", 1)[1].split()[1])
+
+
+def _ours(pid: int) -> bool:
+    """Started by this process, or an orphan (a program that escaped its tree is re-parented to init):
+    sandboxed runs of other processes on this machine are not this check's business."""
+    parent, seen = _parent(pid), set()
+    if parent == 1:
+        return True
+    while parent and parent not in seen:
+        if parent == os.getpid():
+            return True
+        seen.add(parent)
+        parent = _parent(parent)
+    return False
+
+
 def _sandboxed_processes() -> list[int]:
     found = []
     for entry in Path("/proc").iterdir():
@@ -68,7 +94,7 @@ def _sandboxed_processes() -> list[int]:
                 cmdline = (entry / "cmdline").read_bytes().split(b"\0")
             except OSError:
                 continue
-            if b"program.py" in cmdline and b"-I" in cmdline:
+            if b"program.py" in cmdline and b"-I" in cmdline and _ours(int(entry.name)):
                 found.append(int(entry.name))
     return found
 
@@ -80,6 +106,8 @@ def _unsafe_here(name: str) -> str | None:
         return "not run: without a PID namespace it would signal every process of this user"
     if name == "fork_bomb" and not caps.process_cap:
         return "not run: no process cap binds here (root without a writable cgroup)"
+    if name == "fill_disk" and not caps.isolated:
+        return "not run: without a size-limited work dir it would fill this machine's disk until the time limit"
     return None
 
 
@@ -102,6 +130,16 @@ def _harm(victim: Path, listener: socket.socket, sentinel: subprocess.Popen) -> 
     return harm
 
 
+def _reset(victim: Path) -> None:
+    """The victim as it was, and nothing beside it (what one program left is not blamed on the next)."""
+    for path in victim.parent.iterdir():
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        elif path != victim:
+            path.unlink()
+    victim.write_text(VICTIM_TEXT)
+
+
 def check() -> list[Outcome]:
     outcomes = []
     with tempfile.TemporaryDirectory(prefix="quant-victim-") as victim_dir, socket.socket() as listener:
@@ -116,7 +154,7 @@ def check() -> list[Outcome]:
                 if reason := _unsafe_here(name):
                     outcomes.append(Outcome(name, ExecResult(False, reason), 0.0, [reason]))
                     continue
-                victim.write_text(VICTIM_TEXT)
+                _reset(victim)
                 start = time.perf_counter()
                 result = run_program(source)
                 outcomes.append(Outcome(name, result, time.perf_counter() - start, _harm(victim, listener, sentinel)))

@@ -122,3 +122,34 @@ def check_tasks(tasks) -> None:
             lm_eval_spec(task)
         except TaskError as exc:
             raise TaskError(f"tasks.{i} ({task.name}): {exc}") from None
+
+
+def code_execution(task) -> str | None:
+    """Where a task runs model-generated code: "sandbox" (ours in evals/tasks, through evals/code_scoring),
+    "host" (an lm-eval task marked unsafe_code: lm-eval's own executor, no isolation at all), or None."""
+    from lm_eval.tasks._yaml_loader import load_yaml
+
+    entry = task_manager().task_index.get(task.name)
+    if entry is None or entry.yaml_path is None:
+        return None  # not a YAML task: check_tasks says so
+    path = Path(entry.yaml_path).resolve()
+    if not load_yaml(path, resolve_func=False).get("unsafe_code"):
+        return None
+    return "sandbox" if TASKS_DIR in path.parents else "host"
+
+
+def check_code_isolation(tasks) -> dict[str, str]:
+    """Before any work: IsolationRequired if a task would run generated code without isolation and the user
+    did not opt in (evals.sandbox.permit_unisolated). -> {task name: "sandbox" or "host"} for code tasks."""
+    from evals.sandbox import IsolationRequired, require_isolation, unisolated_permitted
+
+    found = {task.name: where for task in tasks if (where := code_execution(task))}
+    for name, where in found.items():
+        if where == "sandbox":
+            require_isolation(f"task {name}")
+        elif not unisolated_permitted():
+            raise IsolationRequired(
+                f"task {name} runs model-generated code through lm-eval's own executor, on this host "
+                "without isolation: opt in with --allow-unisolated-code or the recipe's "
+                "`allow_unisolated_code: true`, or use a task that runs in the sandbox (evals/tasks)")
+    return found

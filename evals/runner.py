@@ -6,7 +6,8 @@ import json
 import math
 from pathlib import Path
 
-from evals.registry import lm_eval_spec, primary_metric, task_manager
+from evals.registry import code_execution, lm_eval_spec, primary_metric, task_manager
+from evals.sandbox import unisolated_permitted
 from evals.stats import mean_ci
 
 SAMPLE_KEYS = ("doc_id", "target", "resps", "filtered_resps")
@@ -31,7 +32,8 @@ def evaluate_task(lm, task) -> tuple[dict, list[dict]]:
 
     options = {k: v for k, v in task.lm_eval_options().items() if k != "data_files"}
     out = lm_eval.simple_evaluate(model=lm, tasks=[lm_eval_spec(task)], task_manager=task_manager(),
-                                  limit=task.limit, log_samples=True, confirm_run_unsafe_code=True,
+                                  limit=task.limit, log_samples=True,
+                                  confirm_run_unsafe_code=code_execution(task) != "host" or unisolated_permitted(),
                                   bootstrap_iters=0, verbosity="ERROR", **options)
     raw = out["samples"][task.name]
     filters = list(dict.fromkeys(s["filter"] for s in raw))

@@ -7,11 +7,17 @@ Layers, each used where the machine allows it (`describe()` says which are in fo
 - cgroup (root only; v2 or v1 `pids` and `memory`): a cap on processes (fork bombs) and on memory, tmpfs
   pages included, for the whole program with its children. rlimits cannot do this for root.
 - always: rlimits per process (CPU seconds, address space, file size, open files, processes where not root),
-  an empty environment, its own session, and the whole process group killed at the end.
+  an environment of PATH, HOME and TMPDIR only, its own session, and the whole process group killed at the end.
+
+Secure by default: without bubblewrap, generated code would run on the host with rlimits only, so it is
+refused (`IsolationRequired`) unless the caller opted in with `permit_unisolated(True)` (the CLI's
+`--allow-unisolated-code`, a recipe's `allow_unisolated_code: true`). Even then it runs in a private
+temporary directory that is also its HOME and holds its TMPDIR.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import shutil
@@ -24,6 +30,36 @@ from pathlib import Path
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 NOBODY = 65534
+OPT_IN = ("install bubblewrap (`apt-get install bubblewrap`), or opt in to running it unisolated on this "
+          "host with --allow-unisolated-code or the recipe's `allow_unisolated_code: true`")
+
+_unisolated_permitted = False
+
+
+class IsolationRequired(RuntimeError):
+    """Model-generated code would run without isolation and nobody opted in."""
+
+
+@contextlib.contextmanager
+def permit_unisolated(permitted: bool):
+    """Within this block, run generated code without bubblewrap where it is missing, if `permitted`."""
+    global _unisolated_permitted
+    before, _unisolated_permitted = _unisolated_permitted, permitted
+    try:
+        yield
+    finally:
+        _unisolated_permitted = before
+
+
+def unisolated_permitted() -> bool:
+    return _unisolated_permitted
+
+
+def require_isolation(what: str, caps: Capabilities | None = None) -> None:
+    """Raise IsolationRequired, naming `what`, unless bubblewrap works here or the user opted in."""
+    if not (caps or capabilities()).isolated and not _unisolated_permitted:
+        raise IsolationRequired(f"{what}: model-generated code would run without isolation (bubblewrap is "
+                                f"missing or does not work here); {OPT_IN}")
 
 
 @dataclass(frozen=True)
@@ -103,14 +139,15 @@ def capabilities() -> Capabilities:
 def describe(caps: Capabilities | None = None) -> str:
     caps = caps or capabilities()
     parts = ["bubblewrap: no network, own pid/ipc/uts/mount namespaces, read-only system, tmpfs work dir"
-             if caps.isolated else "NO namespace isolation (install bubblewrap): network and files are reachable"]
+             if caps.isolated else "NO namespace isolation (bubblewrap missing; code runs only on opt-in): network and "
+             "the user's files are reachable; private temporary work dir as HOME and TMPDIR"]
     if caps.cgroup_v2 or caps.cgroup_v1:
         parts.append("cgroup process and memory caps")
     elif os.geteuid() != 0:
         parts.append("process cap by rlimit")
     else:
         parts.append("NO process cap (root without a writable cgroup)")
-    return "; ".join(parts + ["rlimits: cpu, address space, file size, open files; empty environment"])
+    return "; ".join(parts + ["rlimits: cpu, address space, file size, open files; no inherited environment"])
 
 
 class CgroupLimit:

@@ -11,6 +11,8 @@ from pathlib import Path
 from quant.recipe import RecipeError, load_recipe
 
 EXIT_OK, EXIT_FAIL, EXIT_ERROR = 0, 1, 2
+UNISOLATED_HELP = ("where bubblewrap is missing, run model-generated code on this host anyway (rlimits and a "
+                   "private temporary directory only; also lm-eval's own code tasks)")
 
 
 def _offline_defaults() -> None:
@@ -23,6 +25,7 @@ def _offline_defaults() -> None:
 
 def cmd_sweep(args) -> int:
     from evals.registry import TaskError
+    from evals.sandbox import IsolationRequired
     from perf.engines.process import EngineStartError
     from quant.models import ModelNotFound
     from quant.progress import Reporter
@@ -33,8 +36,9 @@ def cmd_sweep(args) -> int:
     try:
         results = run_sweep(recipe, out, recipe_path=Path(args.recipe), reporter=Reporter(quiet=args.quiet),
                             cache_dir=Path(args.cache_dir) if args.cache_dir else None,
-                            only=args.only, retry_failed=args.retry_failed)
-    except (ModelNotFound, EngineStartError) as exc:
+                            only=args.only, retry_failed=args.retry_failed,
+                            allow_unisolated_code=args.allow_unisolated_code)
+    except (ModelNotFound, EngineStartError, IsolationRequired) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_ERROR
     except TaskError as exc:
@@ -188,16 +192,29 @@ def cmd_demo(args) -> int:
 
 
 def cmd_sandbox_check(args) -> int:
-    from evals.hostile import check
-    from evals.sandbox import describe
+    from evals import hostile, integrity
+    from evals.sandbox import IsolationRequired, describe, permit_unisolated, require_isolation
 
-    print(f"sandbox: {describe()}")
-    outcomes = check()
-    for o in outcomes:
-        verdict = "contained" if o.contained else "NOT CONTAINED"
-        print(f"{o.name:<20} {verdict:<14} {o.seconds:5.2f}s  {o.result.reason[:70]}"
-              + (f"  harm: {'; '.join(o.harm)}" if o.harm else ""))
-    return EXIT_OK if all(o.contained for o in outcomes) else EXIT_FAIL
+    with permit_unisolated(args.allow_unisolated_code):
+        try:
+            require_isolation("quant sandbox-check")
+        except IsolationRequired as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return EXIT_ERROR
+        print(f"sandbox: {describe()}")
+        print("hostile programs (contained: scored 0 and reached nothing of the host)")
+        outcomes = hostile.check()
+        for o in outcomes:
+            verdict = "contained" if o.contained else "NOT CONTAINED"
+            print(f"  {o.name:<34} {verdict:<14} {o.seconds:5.2f}s  {o.result.reason[:70]}"
+                  + (f"  harm: {'; '.join(o.harm)}" if o.harm else ""))
+        print("scoring integrity (every cheat must score 0; control_right 1, control_wrong 0)")
+        verdicts = integrity.check()
+        for v in verdicts:
+            status = f"scored {int(v.result.passed)}" if v.run else "not run"
+            print(f"  {v.name:<34} {status:<8}  {'ok' if v.correct else 'WRONG':<6} {v.seconds:5.2f}s  "
+                  f"{v.result.reason[:100]}")
+    return EXIT_OK if all(o.contained for o in outcomes) and all(v.correct for v in verdicts) else EXIT_FAIL
 
 
 def cmd_sensitivity(args) -> int:
@@ -250,6 +267,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--only", nargs="+", metavar="VARIANT", help="run only these variants")
     s.add_argument("--retry-failed", action="store_true", help="retry variants the engine rejected before")
     s.add_argument("--strict", action="store_true", help="exit 1 when any variant failed")
+    s.add_argument("--allow-unisolated-code", action="store_true", help=UNISOLATED_HELP)
     s.add_argument("--quiet", action="store_true")
     s.set_defaults(func=cmd_sweep)
 
@@ -302,7 +320,9 @@ def build_parser() -> argparse.ArgumentParser:
     z.add_argument("--cache-dir", help="stage cache (default runs/.cache, the sweep's)")
     z.set_defaults(func=cmd_sensitivity)
 
-    x = sub.add_parser("sandbox-check", help="run the hostile-program corpus; exit 1 if any is not contained")
+    x = sub.add_parser("sandbox-check", help="run the hostile-program and scoring-integrity corpora; exit 1 if any "
+                       "program is not contained or a cheat scores a pass")
+    x.add_argument("--allow-unisolated-code", action="store_true", help=UNISOLATED_HELP)
     x.set_defaults(func=cmd_sandbox_check)
     d = sub.add_parser("demo", help="rebuild the shipped demo assets")
     d.add_argument("what", choices=["build-tasks", "build-model"])

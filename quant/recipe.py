@@ -218,6 +218,9 @@ class Recipe(Strict):
     gates: Gates = Field(default_factory=Gates)
     eval_concurrency: int = Field(default=32, ge=1)
     kl_items: int = Field(default=64, ge=0)  # items per task scored for KL against the baseline; 0: none
+    # Run model-generated code without isolation where bubblewrap is missing (and lm-eval's own code tasks,
+    # which never use it); like --allow-unisolated-code. Off: such a sweep is refused before it starts.
+    allow_unisolated_code: bool = False
 
     @field_validator("tasks", mode="before")
     @classmethod

@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from evals.registry import TASKS_DIR, check_tasks
+from evals.registry import TASKS_DIR, check_code_isolation, check_tasks
 from quant.hashing import digest, file_digest, tree_digest, versions
 from quant.models import resolve_model
 from quant.progress import Reporter
@@ -47,13 +47,25 @@ class Context:
 
 
 def run_sweep(recipe: Recipe, out: Path, recipe_path: Path | None = None, cache_dir: Path | None = None,
-              reporter: Reporter | None = None, only: list[str] | None = None, retry_failed: bool = False) -> dict:
+              reporter: Reporter | None = None, only: list[str] | None = None, retry_failed: bool = False,
+              allow_unisolated_code: bool = False) -> dict:
+    """allow_unisolated_code (or the recipe's field): run generated code without bubblewrap where it is missing;
+    without it a sweep with code tasks and no working bubblewrap raises IsolationRequired before any work."""
+    from evals import sandbox
+
+    with sandbox.permit_unisolated(allow_unisolated_code or recipe.allow_unisolated_code):
+        return _sweep(recipe, out, recipe_path, cache_dir, reporter, only, retry_failed)
+
+
+def _sweep(recipe: Recipe, out: Path, recipe_path: Path | None, cache_dir: Path | None,
+           reporter: Reporter | None, only: list[str] | None, retry_failed: bool) -> dict:
     from evals import sandbox
     from perf.engines.vllm import engine_version, resolve_engine_python
 
     reporter = reporter or Reporter()
     out = Path(out)
     check_tasks(recipe.tasks)
+    code_tasks = check_code_isolation(recipe.tasks)
     model_dir = resolve_model(recipe.model, recipe_path.parent if recipe_path else None)
     engine_python = resolve_engine_python(recipe.engine.python)
     ctx = Context(recipe=recipe, out=out, cache=Cache(cache_dir or out.parent / ".cache"),
@@ -63,8 +75,10 @@ def run_sweep(recipe: Recipe, out: Path, recipe_path: Path | None = None, cache_
                  f"tasks {', '.join(t.key for t in recipe.tasks)} · engine {recipe.engine.kind} {ctx.engine_version}")
     results = _load_previous(out, recipe)
     results["code_sandbox"] = sandbox.describe()
-    if not sandbox.capabilities().isolated:
-        reporter.log(f"[yellow]warning[/yellow]: generated code runs without namespace isolation ({results['code_sandbox']})")
+    unisolated = [name for name, where in code_tasks.items() if where == "host" or not sandbox.capabilities().isolated]
+    if unisolated:
+        reporter.log(f"[yellow]warning[/yellow]: generated code of {', '.join(unisolated)} runs on this host without "
+                     f"isolation (opted in; {results['code_sandbox']})")
     for variant in sorted(recipe.variants, key=lambda v: not v.baseline):  # KL needs the baseline first
         if only and variant.name not in only:
             continue

@@ -1,10 +1,24 @@
-"""Generated code is confined: every hostile program fails and leaves the host untouched."""
+"""Generated code is confined: every hostile program fails and leaves the host untouched; a pass proves the tests
+ran to the end (every scoring cheat scores 0); without bubblewrap nothing runs unless the user opted in."""
 
 import pytest
 
+from evals import execute, hostile, integrity, sandbox
 from evals.execute import Limits, run_program
 from evals.hostile import check, corpus
-from evals.sandbox import capabilities, describe
+from evals.registry import check_code_isolation
+from evals.sandbox import IsolationRequired, capabilities, describe, permit_unisolated
+from quant.cli import main
+from quant.recipe import Task, load_recipe
+
+BARE = sandbox.Capabilities(bwrap=None, cgroup_v2=None, cgroup_v1={})
+
+
+@pytest.fixture
+def no_bubblewrap(monkeypatch):
+    """A fault injected on purpose: this machine has bubblewrap, the code under test must act as if not."""
+    for module in (execute, hostile, integrity, sandbox):
+        monkeypatch.setattr(module, "capabilities", lambda: BARE)
 
 
 def test_the_sandbox_is_in_force_here():
@@ -28,7 +42,7 @@ def test_hostile_program_is_contained_and_scored_as_failure(outcomes, name):
 def test_expected_failure_modes(outcomes):
     assert outcomes["infinite_loop"].result.reason == "timeout"
     assert "MemoryError" in outcomes["memory_bomb"].result.reason
-    assert "Network is unreachable" in outcomes["socket_to_internet"].result.reason
+    assert "interfaces: ['lo']" in outcomes["network_interfaces"].result.reason
     assert "no secret in reach" in outcomes["read_secrets"].result.reason
 
 
@@ -40,23 +54,98 @@ def test_honest_programs_still_pass_and_can_use_their_work_dir():
     assert run_program(program).passed
 
 
+def test_the_standard_library_still_works_without_frames():
+    # namedtuple, typing, enum, logging and doctest ask for frames; they cope with the refusal.
+    program = ('import collections, doctest, enum, logging, typing, warnings\n'
+               'def double(x):\n    """\n    >>> double(2)\n    4\n    """\n    return 2 * x\n'
+               'Point = collections.namedtuple("Point", "x y")\nT = typing.TypeVar("T")\n'
+               'Color = enum.Enum("Color", "RED GREEN")\nlogging.warning("to stderr")\nwarnings.warn("too")\n'
+               'assert doctest.testmod() == (0, 1) and Point(1, 2).y == 2\n'
+               'import pickle\nassert pickle.loads(pickle.dumps(Point(3, 4))) == (3, 4)\n')
+    assert run_program(program).passed
+
+
 def test_limits_are_configurable():
     assert run_program("import time\ntime.sleep(2)", Limits(timeout_s=0.5)).reason == "timeout"
     assert not run_program("open('f', 'wb').write(b'x' * 65536)", Limits(file_bytes=16384)).passed
 
 
-def test_without_bubblewrap_code_still_runs_and_the_gap_is_stated(monkeypatch):
-    from evals import execute, hostile, sandbox
-
-    bare = sandbox.Capabilities(bwrap=None, cgroup_v2=None, cgroup_v1={})
-    monkeypatch.setattr(execute, "capabilities", lambda: bare)
-    monkeypatch.setattr(hostile, "capabilities", lambda: bare)
-    assert run_program("assert sum([1, 2]) == 3").passed
-    assert "NO namespace isolation" in describe(bare)
+def test_without_bubblewrap_nothing_runs_unless_opted_in(no_bubblewrap):
+    opt_in = "apt-get install bubblewrap.*--allow-unisolated-code.*allow_unisolated_code"
+    with pytest.raises(IsolationRequired, match=opt_in):
+        run_program("assert sum([1, 2]) == 3")
+    with permit_unisolated(True):
+        assert run_program("assert sum([1, 2]) == 3").passed
+    assert "NO namespace isolation" in describe(BARE)
     assert "not run" in hostile._unsafe_here("kill_everything")
 
 
-def test_no_cgroup_is_left_behind(outcomes):
+def test_the_opted_in_fallback_runs_in_a_private_home_and_tmpdir(no_bubblewrap):
+    program = ("import os, tempfile\n"
+               "work = os.getcwd()\n"
+               "assert os.path.basename(os.path.dirname(work)).startswith('quant-exec-'), work\n"
+               "assert os.environ['HOME'] == work and tempfile.gettempdir() == os.path.join(work, 'tmp')\n"
+               "assert os.path.expanduser('~') == work\n"
+               "open(os.path.join(tempfile.gettempdir(), 'scratch'), 'w').write('x')\n")
+    with permit_unisolated(True):
+        result = run_program(program)
+    assert result.passed, result
+
+
+@pytest.mark.parametrize("name", list(integrity.corpus()))
+@pytest.mark.parametrize("isolated", [True, False], ids=["bubblewrap", "opted-in-fallback"])
+def test_a_pass_proves_the_tests_ran_to_the_end(request, name, isolated):
+    if not isolated:
+        request.getfixturevalue("no_bubblewrap")
+    if reason := integrity.not_run_here(name):
+        pytest.skip(reason)
+    program, should_pass = integrity.corpus()[name]
+    with permit_unisolated(not isolated):
+        result = run_program(program.solution, tests=program.tests)
+    assert result.passed == should_pass, result
+
+
+def test_sandbox_check_refuses_without_isolation_in_one_line(no_bubblewrap, capsys):
+    assert main(["sandbox-check"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--allow-unisolated-code" in err and "apt-get install bubblewrap" in err
+
+
+def test_a_sweep_with_code_tasks_is_refused_before_any_work(no_bubblewrap, monkeypatch, tmp_path, capsys):
+    import quant.sweep
+
+    def no_work(*args, **kwargs):
+        raise AssertionError("work started")
+    monkeypatch.setattr(quant.sweep, "resolve_model", no_work)
+    assert main(["sweep", "recipes/demo.yaml", "--out", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "task demo_code" in err and "allow_unisolated_code" in err
+    assert not (tmp_path / "run").exists()
+    # Opted in (flag or recipe field), or no code task: the check lets it through to the work.
+    recipe = load_recipe("recipes/demo.yaml")
+    field = tmp_path / "opted-in.yaml"
+    field.write_text(open("recipes/demo.yaml").read() + "\nallow_unisolated_code: true\n")
+    for allowed, opted in ((True, recipe), (False, load_recipe(str(field))),
+                           (False, recipe.model_copy(update={"tasks": [Task(name="demo_math")]}))):
+        with pytest.raises(AssertionError, match="work started"):
+            quant.sweep.run_sweep(opted, tmp_path / "run", allow_unisolated_code=allowed)
+
+
+def test_lm_evals_own_code_tasks_need_the_opt_in_even_with_bubblewrap():
+    with pytest.raises(IsolationRequired, match="mbpp_instruct runs model-generated code through lm-eval's own"):
+        check_code_isolation([Task(name="mbpp_instruct")])
+    with permit_unisolated(True):
+        assert check_code_isolation([Task(name="mbpp_instruct"), Task(name="demo_code"), Task(name="demo_math")]) \
+            == {"mbpp_instruct": "host", "demo_code": "sandbox"}
+
+
+def test_no_cgroup_is_left_behind(monkeypatch):
+    # Only the cgroups these runs made: other sandboxed runs on this machine may be under way.
+    made, make = [], sandbox.CgroupLimit._make
+    monkeypatch.setattr(sandbox.CgroupLimit, "_make", lambda self, path, settings: (made.append(path),
+                                                                                    make(self, path, settings)))
+    for source in (corpus("/v", "/v/f", 1)["fork_bomb"], "assert True"):
+        run_program(source)
     caps = capabilities()
-    bases = list(caps.cgroup_v1.values()) + ([caps.cgroup_v2] if caps.cgroup_v2 else [])
-    assert not [p for base in bases for p in base.glob("quant-exec-*")]
+    assert made or not (caps.cgroup_v2 or caps.cgroup_v1)
+    assert not [path for path in made if path.exists()]

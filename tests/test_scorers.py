@@ -44,6 +44,14 @@ def test_code_scorer_right_and_wrong():
     assert utils.process_results(doc, ["    while True:\n        pass\n"]) == {"pass@1": 0.0}  # timeout
 
 
+def test_code_scorer_counts_only_programs_whose_tests_ran_to_the_end():
+    utils = utils_of("demo_code")
+    doc = docs("demo_code", 1)[0]
+    for early_exit in ("    import sys\n    sys.exit(0)\n", "    return None\nimport os\nos._exit(0)\n",
+                       "    return None\nraise SystemExit\n", "    return None\nprint('passed')\nexit()\n"):
+        assert utils.process_results(doc, [early_exit]) == {"pass@1": 0.0}, early_exit
+
+
 def test_math_scorer_right_and_wrong():
     utils = utils_of("demo_math")
     doc = docs("demo_math", 1)[0]
