@@ -15,9 +15,11 @@ from pathlib import Path
 from typing import Any
 
 from quant.recipe import Calibration, Variant
+from quantize import schemes
 from quantize.calibration import calibration_texts, texts_sha256
 from quantize.manifest import MANIFEST_NAME, checkpoint_facts, library_versions, write_manifest
 from quantize.runner import QuantizeError, quantize_in_subprocess
+from quantize.shapes import apply_unfit_policy
 
 __all__ = ["quantize_variant", "quantize_in_subprocess", "QuantizeError", "MANIFEST_NAME"]
 
@@ -37,6 +39,10 @@ def quantize_variant(model_dir: Path, variant: Variant, calibration: Calibration
     if variant.checkpoint is not None or not variant.quantized:
         raise ValueError(f"variant {variant.name}: nothing to quantize (baseline or ready-made checkpoint)")
     impl = get_backend(backend or variant.backend)
+    schemes.check(variant)
+    variant, unfit = apply_unfit_policy(model_dir, variant)
+    if unfit:
+        print(f"unfit_groups keep: {len(unfit['modules'])} Linears stay 16-bit: {unfit['summary']}", flush=True)
     if dense and impl.NAME != "llmcompressor":
         raise ValueError("a dense fake-quantized export reads compressed-tensors: use backend llmcompressor")
 
@@ -69,6 +75,7 @@ def quantize_variant(model_dir: Path, variant: Variant, calibration: Calibration
             "smoothquant": variant.smoothquant,
             "actorder": variant.actorder,
             "ignore": list(variant.ignore),
+            "unfit_groups": unfit,   # Linears kept 16-bit because the group size does not divide them
             **facts,
             **info,
             "recipe_sha256": _sha256(info.get("recipe", info.get("config"))),
