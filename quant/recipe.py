@@ -283,6 +283,13 @@ def locate(text: str, source: str, loc: tuple, message: str) -> str:
     return f"{source}:{line}: {field}: {message}" if line else f"{source}: {field}: {message}"
 
 
+def by_line(problem: str) -> tuple[int, str]:
+    """Sort key: a located problem's line, then its field."""
+    where, _, rest = problem.partition(": ")
+    line = where.rpartition(":")[2]
+    return int(line) if line.isdigit() else 0, rest
+
+
 def schema_problems(err: ValidationError, text: str, source: str, prefix: tuple = ()) -> list[str]:
     """Every pydantic error of `err`, one located line each (`prefix`: where the validated part sits)."""
     lines = []
@@ -292,7 +299,7 @@ def schema_problems(err: ValidationError, text: str, source: str, prefix: tuple 
         line = locate(text, source, loc, msg)
         if line not in lines:   # a union reports one mistake once per member
             lines.append(line)
-    return lines
+    return sorted(lines, key=by_line)
 
 
 def read_yaml(text: str, source: str) -> dict:

@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from quant.recipe import (Calibration, Engine, Recipe, RecipeError, Task, Variant, locate, read_yaml,
+from quant.recipe import (Calibration, Engine, Recipe, RecipeError, Task, Variant, by_line, locate, read_yaml,
                           schema_problems)
 
 
@@ -46,15 +46,10 @@ def check_file(path: str | Path, engine: bool = True) -> tuple[Recipe, Findings]
     except ValidationError as err:
         recipe, schema = None, schema_problems(err, text, source)
     findings = _check(_parts(recipe, data), path.parent, text, source, engine)
-    findings.errors = sorted(schema + [e for e in findings.errors if e not in schema], key=_line_number)
+    findings.errors = sorted(schema + [e for e in findings.errors if e not in schema], key=by_line)
     if findings.errors:
         raise RecipeError(findings.errors, source)
     return recipe, findings
-
-
-def _line_number(problem: str) -> int:
-    where = problem.split(": ", 1)[0].rpartition(":")[2]
-    return int(where) if where.isdigit() else 0
 
 
 def validate(recipe: Recipe, recipe_path: Path | None = None, engine: bool = True) -> Findings:
