@@ -93,8 +93,9 @@ class Variant(Strict):
     # (GPTQ- or AWQ-format checkpoints, as AutoGPTQ and AutoAWQ made them).
     backend: Literal["llmcompressor", "gptqmodel"] = "llmcompressor"
     # A quantized Linear whose in_features the group size does not divide: a validation error naming the
-    # layers and the sizes that fit (error), or those layers stay 16-bit (keep; logged, in the manifest).
-    unfit_groups: Literal["error", "keep"] = "error"
+    # layers and the sizes that fit (error); those Linears stay 16-bit (keep); or they get the largest group
+    # size below the scheme's that divides them (largest_fitting). Logged, and recorded in the manifest.
+    unfit_groups: Literal["error", "keep", "largest_fitting"] = "error"
 
     @field_validator("actorder", mode="before")
     @classmethod
@@ -116,6 +117,10 @@ class Variant(Strict):
             raise ValueError("groups: name at least one group")
         if self.backend == "gptqmodel":
             self._check_gptqmodel()
+        if self.unfit_groups == "largest_fitting" and (self.scheme is None and self.weights is None
+                                                       or self.sensitivity or self.backend != "llmcompressor"):
+            raise ValueError("unfit_groups largest_fitting needs one `scheme` or `weights` (no groups), backend "
+                             "llmcompressor and no sensitivity; unfit_groups keep works with all of them")
         return self
 
     def _check_gptqmodel(self) -> None:

@@ -12,7 +12,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from quant.recipe import Variant
-from quantize.schemes import Problem, weight_args_of
+from quantize.schemes import Problem, preset, weight_args_of
 
 GROUP_SIZES = (1024, 512, 256, 128, 64, 32, 16, 8)   # the sizes suggested when one does not fit
 LAYER = re.compile(r"^(.*?layers\.)(\d+)\.(.+)$")
@@ -57,20 +57,21 @@ def unfit_layers(model, variant: Variant) -> dict[str, list[tuple[str, int]]]:
 
 def problems(model_dir: Path, variant: Variant) -> tuple[list[Problem], list[str]]:
     """(errors, notes): the assignment of Linears to schemes (quantize/assignment.py) and group sizes that do
-    not fit; with `unfit_groups: keep`, a note saying which Linears stay 16-bit instead."""
+    not fit; under an `unfit_groups` policy, a note saying what it does instead."""
     from quantize.assignment import check
 
     model = meta_model(str(model_dir))
+    where = ("groups",) if variant.groups else ("ignore",)
     try:
         unfit = unfit_layers(model, variant)
-        if variant.unfit_groups == "keep" and unfit:
-            kept, names = with_unfit_kept(model, variant)
-            check(model, {g: t for g, (_, t, _) in scheme_groups(kept).items()}, list(kept.ignore))
-            return [], [f"unfit_groups keep: {len(names)} Linears stay 16-bit, their in_features not divisible by "
-                        f"the group size: {summarise(names, model)}"]
-        check(model, {g: t for g, (_, t, _) in scheme_groups(variant).items()}, list(variant.ignore))
+        where = ("unfit_groups",)
+        planned, record = with_policy(model, variant) if unfit else (variant, None)
+        where = ("groups",) if variant.groups else ("ignore",)
+        check(model, {g: t for g, (_, t, _) in scheme_groups(planned).items()}, list(planned.ignore))
     except ValueError as exc:
-        return [(("groups",) if variant.groups else ("ignore",), str(exc))], []
+        return [(where, str(exc))], []
+    if record:
+        return [], [describe(record)]
     groups = scheme_groups(variant)
     errors = []
     for group, layers in unfit.items():
@@ -81,7 +82,7 @@ def problems(model_dir: Path, variant: Variant) -> tuple[list[Problem], list[str
                   "no power-of-two group size fits every Linear it quantizes; use strategy: channel")
         errors.append((loc, f"group size {size} does not divide the in_features of {len(layers)} quantized "
                             f"Linears: {summarise([n for n, _ in layers], model)}; {advice}, or set "
-                            "unfit_groups: keep to leave those Linears in 16-bit"))
+                            "unfit_groups: keep (16-bit) or largest_fitting"))
     return errors, []
 
 
@@ -94,25 +95,58 @@ def fitting_sizes(model, variant: Variant, group: str) -> list[int]:
     return [s for s in GROUP_SIZES if common % s == 0][:3]
 
 
-def with_unfit_kept(model, variant: Variant) -> tuple[Variant, list[str]]:
-    """The variant with every unfit Linear added to `ignore` (one regex per module kind where all of a kind
-    are unfit), and the Linears' names; the variant unchanged when all fit."""
-    names = sorted(n for layers in unfit_layers(model, variant).values() for n, _ in layers)
-    if not names:
-        return variant, []
-    return variant.model_copy(update={"ignore": [*variant.ignore, *_ignore_entries(names, model)]}), names
+def with_policy(model, variant: Variant) -> tuple[Variant, dict | None]:
+    """The variant as its `unfit_groups` policy quantizes it, and the manifest's record of what changed
+    (None when nothing did). `keep`: unfit Linears join `ignore`. `largest_fitting`: they form config groups
+    of their own, with the largest group size below the scheme's that divides their in_features; those
+    groups name the modules, so they win over the scheme's class target `Linear` in compressed-tensors and
+    in vLLM (which matches a fused qkv_proj/gate_up_proj by its shards' names before its class)."""
+    unfit = sorted((n, c) for layers in unfit_layers(model, variant).values() for n, c in layers)
+    if not unfit or variant.unfit_groups == "error":
+        return variant, None
+    names = [n for n, _ in unfit]
+    record = {"policy": variant.unfit_groups, "summary": summarise(names, model), "modules": names}
+    if variant.unfit_groups == "keep":
+        return variant.model_copy(update={"ignore": [*variant.ignore, *_targets(names, model)]}), record
+    return _largest_fitting(model, variant, unfit, record)
+
+
+def _largest_fitting(model, variant: Variant, unfit: list[tuple[str, int]], record: dict) -> tuple[Variant, dict]:
+    from quant.recipe import SchemeGroup, WeightSpec
+
+    (_, _, args), = scheme_groups(variant).values()
+    if args.strategy != "group" or (variant.scheme and preset(variant.scheme).input_activations is not None):
+        raise ValueError(f"unfit_groups largest_fitting needs int weights in groups and no activation "
+                         f"quantization; {variant.scheme or 'these weights'} has other; use unfit_groups: keep")
+    by_size: dict[int, list[str]] = defaultdict(list)
+    for name, columns in unfit:
+        size = next((s for s in GROUP_SIZES if s < args.group_size and columns % s == 0), None)
+        if size is None:
+            raise ValueError(f"no group size of {', '.join(map(str, GROUP_SIZES[::-1]))} divides {name} "
+                             f"(in_features {columns}); use unfit_groups: keep")
+        by_size[size].append(name)
+    base = WeightSpec(num_bits=args.num_bits, symmetric=args.symmetric, strategy="group",
+                      group_size=args.group_size, type=str(getattr(args.type, "value", args.type)))
+    groups = [SchemeGroup(targets=["Linear"], scheme=variant.scheme, weights=variant.weights)]
+    groups += [SchemeGroup(targets=_targets(names, model), weights=base.model_copy(update={"group_size": size}))
+               for size, names in sorted(by_size.items(), reverse=True)]
+    record["group_sizes"] = {str(size): summarise(names, model) for size, names in sorted(by_size.items(), reverse=True)}
+    return variant.model_copy(update={"scheme": None, "weights": None, "groups": groups}), record
+
+
+def describe(record: dict) -> str:
+    if record["policy"] == "keep":
+        return (f"unfit_groups keep: {len(record['modules'])} Linears stay 16-bit, their in_features not divisible "
+                f"by the group size: {record['summary']}")
+    sizes = "; ".join(f"group size {size} for {what}" for size, what in record["group_sizes"].items())
+    return f"unfit_groups largest_fitting: {len(record['modules'])} Linears quantized with smaller groups: {sizes}"
 
 
 def apply_unfit_policy(model_dir: Path, variant: Variant) -> tuple[Variant, dict | None]:
-    """What the variant quantizes after its `unfit_groups` policy: with `keep`, unfit Linears join `ignore`;
-    returns the manifest's record of it (None when nothing changed)."""
-    if variant.unfit_groups != "keep" or not (variant.scheme or variant.weights or variant.groups):
+    """What the variant quantizes after its `unfit_groups` policy, and the manifest's record of it."""
+    if variant.unfit_groups == "error" or not (variant.scheme or variant.weights or variant.groups):
         return variant, None
-    model = meta_model(str(model_dir))
-    kept, names = with_unfit_kept(model, variant)
-    if not names:
-        return variant, None
-    return kept, {"policy": "keep", "summary": summarise(names, model), "modules": names}
+    return with_policy(meta_model(str(model_dir)), variant)
 
 
 def summarise(names: list[str], model) -> str:
@@ -128,7 +162,9 @@ def summarise(names: list[str], model) -> str:
                      for (count, columns), kinds_ in by_shape.items())
 
 
-def _ignore_entries(names: list[str], model) -> list[str]:
+def _targets(names: list[str], model) -> list[str]:
+    """Module names as `ignore`/`targets` entries: one regex per module kind (e.g. every layer's
+    self_attn.q_proj) where all of a kind are named, else the names themselves."""
     import torch
 
     every: dict[str, int] = defaultdict(int)

@@ -226,3 +226,68 @@ def test_a_failed_variant_makes_the_sweep_exit_1(tmp_path):
     assert re.search(r"FAILED broken: quantization: .*W3A7", proc.stderr), proc.stderr[-2000:]
     results = json.loads((tmp_path / "run" / "results.json").read_text())
     assert results["variants"]["broken"]["status"] == "failed"
+
+
+def test_unfit_groups_largest_fitting(hidden_576, tmp_path):
+    """Unfit Linears get their own config group with the largest group size that divides them; the rest keep
+    the scheme's; compressed-tensors writes both and transformers loads the checkpoint."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from quantize import quantize_variant
+    from quant.recipe import Calibration
+
+    variant = Variant(name="lf", scheme="W4A16", unfit_groups="largest_fitting")
+    errors, (note,) = shapes.problems(hidden_576, variant)
+    assert errors == [] and note.startswith("unfit_groups largest_fitting: 12 Linears quantized with smaller groups: "
+                                            "group size 64 for mlp.gate_proj")
+    manifest = quantize_variant(hidden_576, variant, Calibration(num_samples=4), tmp_path / "out")
+    assert manifest["scheme"] == "W4A16" and manifest["unfit_groups"]["group_sizes"].keys() == {"64"}
+    groups = json.loads((tmp_path / "out" / "config.json").read_text())["quantization_config"]["config_groups"]
+    sizes = {g["weights"]["group_size"]: g["targets"] for g in groups.values()}
+    assert sizes[128] == ["Linear"] and any("self_attn\\.q_proj" in t for t in sizes[64])
+    model = AutoModelForCausalLM.from_pretrained(tmp_path / "out")
+    layer = model.model.layers[0]
+    assert layer.self_attn.q_proj.weight_scale.shape[-1] == 576 // 64
+    assert layer.mlp.down_proj.weight_scale.shape[-1] == 1536 // 128
+    assert torch.isfinite(model(torch.tensor([[1, 2, 3]])).logits).all()
+
+
+@pytest.mark.parametrize("text, message", [
+    ("{name: a, groups: [{targets: [Linear], scheme: W4A16}], unfit_groups: largest_fitting}", "needs one `scheme`"),
+    ("{name: a, scheme: W4A16, backend: gptqmodel, algorithm: gptq, unfit_groups: largest_fitting}", "llmcompressor"),
+    ("{name: a, scheme: W4A16, unfit_groups: smallest}", "unfit_groups: Input should be"),
+])
+def test_unfit_groups_schema(text, message):
+    with pytest.raises(RecipeError, match=message):
+        parse_recipe(f"name: r\nmodel: demo\ntasks: [demo_math]\nvariants:\n  - {{name: b, baseline: true}}\n  - {text}\n")
+
+
+def test_a_name_beats_a_class_target_as_in_the_libraries(hidden_576):
+    from quantize.assignment import assign
+
+    model = shapes.meta_model(str(hidden_576))
+    owner = assign(model, {"all": ["Linear"], "q": ["re:.*q_proj$"]}, ["lm_head"])
+    assert owner["model.layers.0.self_attn.q_proj"] == "q" and owner["model.layers.0.self_attn.k_proj"] == "all"
+    with pytest.raises(ValueError, match="matches the targets of both"):
+        assign(model, {"a": ["re:.*q_proj$"], "b": ["re:.*self_attn.*"]}, [])
+
+
+@pytest.mark.integration
+def test_largest_fitting_checkpoint_serves_on_vllm(hidden_576, tmp_path):
+    """vLLM matches the fused qkv_proj/gate_up_proj by their shards' names before their class, so the
+    group-64 layers load with their own scheme next to group-128 down_proj; a wrong match fails the load."""
+    import httpx
+
+    from perf.engines.vllm import VLLMServer, resolve_engine_python
+    from quantize import quantize_variant
+    from quant.recipe import Calibration
+
+    quantize_variant(hidden_576, Variant(name="lf", scheme="W4A16", unfit_groups="largest_fitting"),
+                     Calibration(num_samples=4), tmp_path / "ckpt")
+    with VLLMServer(tmp_path / "ckpt", python=resolve_engine_python(None), served_name="lf",
+                    args={"max_model_len": 256, "enforce_eager": True}, env={"VLLM_CPU_KVCACHE_SPACE": "1"},
+                    startup_timeout_s=600, log_path=tmp_path / "server.log") as server:
+        reply = httpx.post(server.completions_url, json={"model": "lf", "prompt": "12 + 7 =", "max_tokens": 4},
+                           timeout=120).json()
+    assert reply["usage"]["completion_tokens"] == 4
