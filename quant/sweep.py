@@ -164,7 +164,9 @@ def ensure_checkpoint(ctx: Context, variant: Variant) -> tuple[Path, str, dict]:
         return ctx.model_dir, ctx.model_key, {"source": "original model", "scheme": "bf16"}
     if variant.sensitivity:
         variant = _keep_most_sensitive(ctx, variant)
-    quant_fields = variant.model_dump(mode="json", exclude={"name", "description", "engine_args", "baseline"})
+    unchanged = {"unfit_groups"} if variant.unfit_groups == "error" else set()   # keys as before the field
+    quant_fields = variant.model_dump(mode="json",
+                                      exclude={"name", "description", "engine_args", "baseline"} | unchanged)
     backend_version = versions("gptqmodel") if variant.backend == "gptqmodel" else None
     key = digest("checkpoint", ctx.model_key, quant_fields, ctx.recipe.calibration.model_dump(mode="json"),
                  library_versions(), backend_version)

@@ -61,15 +61,19 @@ def problems(model_dir: Path, variant: Variant) -> tuple[list[Problem], list[str
     from quantize.assignment import check
 
     model = meta_model(str(model_dir))
-    where = ("groups",) if variant.groups else ("ignore",)
+    assignment = ("groups",) if variant.groups else ("ignore",)
     try:
         unfit = unfit_layers(model, variant)
-        where = ("unfit_groups",)
-        planned, record = with_policy(model, variant) if unfit else (variant, None)
-        where = ("groups",) if variant.groups else ("ignore",)
+    except ValueError as exc:
+        return [(assignment, str(exc))], []
+    try:
+        planned, record = with_policy(model, variant)
+    except ValueError as exc:
+        return [(("unfit_groups",), str(exc))], []
+    try:
         check(model, {g: t for g, (_, t, _) in scheme_groups(planned).items()}, list(planned.ignore))
     except ValueError as exc:
-        return [(where, str(exc))], []
+        return [(assignment, str(exc))], []
     if record:
         return [], [describe(record)]
     groups = scheme_groups(variant)
@@ -82,7 +86,7 @@ def problems(model_dir: Path, variant: Variant) -> tuple[list[Problem], list[str
                   "no power-of-two group size fits every Linear it quantizes; use strategy: channel")
         errors.append((loc, f"group size {size} does not divide the in_features of {len(layers)} quantized "
                             f"Linears: {summarise([n for n, _ in layers], model)}; {advice}, or set "
-                            "unfit_groups: keep (16-bit) or largest_fitting"))
+                            f"unfit_groups: keep (16-bit){'' if variant.groups else ' or largest_fitting'}"))
     return errors, []
 
 
@@ -128,9 +132,10 @@ def _largest_fitting(model, variant: Variant, unfit: list[tuple[str, int]], reco
     base = WeightSpec(num_bits=args.num_bits, symmetric=args.symmetric, strategy="group",
                       group_size=args.group_size, type=str(getattr(args.type, "value", args.type)))
     groups = [SchemeGroup(targets=["Linear"], scheme=variant.scheme, weights=variant.weights)]
+    by_size = dict(sorted(by_size.items(), reverse=True))
     groups += [SchemeGroup(targets=_targets(names, model), weights=base.model_copy(update={"group_size": size}))
-               for size, names in sorted(by_size.items(), reverse=True)]
-    record["group_sizes"] = {str(size): summarise(names, model) for size, names in sorted(by_size.items(), reverse=True)}
+               for size, names in by_size.items()]
+    record["group_sizes"] = {str(size): summarise(names, model) for size, names in by_size.items()}
     return variant.model_copy(update={"scheme": None, "weights": None, "groups": groups}), record
 
 

@@ -81,10 +81,11 @@ def test_a_missing_model_is_one_of_the_problems(tmp_path):
     assert ":5: variants.1.scheme: unknown scheme 'W3A7'" in err.value.problems[1]
 
 
-def test_cli_exit_2_no_traceback_nothing_started(tmp_path, hidden_576):
+@pytest.mark.parametrize("command", ["sweep", "sensitivity"])
+def test_cli_exit_2_no_traceback_nothing_started(tmp_path, hidden_576, command):
     path = _recipe(tmp_path, hidden_576, "  - {name: w3, scheme: W3A7}\n  - {name: w4, scheme: W4A16}\n",
                    tasks="[demo_math, gsm8kk]")
-    proc = subprocess.run([sys.executable, "-m", "quant.cli", "sweep", str(path), "--out", str(tmp_path / "run"),
+    proc = subprocess.run([sys.executable, "-m", "quant.cli", command, str(path), "--out", str(tmp_path / "run"),
                            "--cache-dir", str(tmp_path / "cache")], capture_output=True, text=True, cwd=REPO,
                           timeout=300, env={**os.environ, "QUANT_HISTORY_DB": str(tmp_path / "h.sqlite")})
     assert proc.returncode == 2, proc.stderr[-2000:]
@@ -194,6 +195,14 @@ def test_every_shipped_recipe_validates_fully(tmp_path, monkeypatch):
         assert findings.errors == [] and recipe.variants, name
 
 
+def test_sweep_help_documents_exit_codes():
+    proc = subprocess.run([sys.executable, "-m", "quant.cli", "sweep", "--help"], capture_output=True, text=True,
+                          cwd=REPO, timeout=120)
+    assert proc.returncode == 0 and "--allow-failed" in proc.stdout
+    codes = proc.stdout[proc.stdout.index("exit codes:"):]
+    assert all(f"\n  {code} " in codes for code in (0, 1, 2, 130))
+
+
 def test_sweep_exit_codes(tmp_path):
     from quant.cli import _sweep_exit
 
@@ -259,8 +268,9 @@ def test_unfit_groups_largest_fitting(hidden_576, tmp_path):
     ("{name: a, scheme: W4A16, unfit_groups: smallest}", "unfit_groups: Input should be"),
 ])
 def test_unfit_groups_schema(text, message):
+    head = "name: r\nmodel: demo\ntasks: [demo_math]\nvariants:\n  - {name: b, baseline: true}\n"
     with pytest.raises(RecipeError, match=message):
-        parse_recipe(f"name: r\nmodel: demo\ntasks: [demo_math]\nvariants:\n  - {{name: b, baseline: true}}\n  - {text}\n")
+        parse_recipe(head + f"  - {text}\n")
 
 
 def test_a_name_beats_a_class_target_as_in_the_libraries(hidden_576):
