@@ -28,7 +28,6 @@ def _offline_defaults() -> None:
 
 
 def cmd_sweep(args) -> int:
-    from evals.registry import TaskError
     from perf.engines.process import EngineStartError
     from quant.models import ModelNotFound
     from quant.progress import Reporter
@@ -43,9 +42,6 @@ def cmd_sweep(args) -> int:
                             only=args.only, retry_failed=args.retry_failed)
     except (ModelNotFound, EngineStartError) as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return EXIT_ERROR
-    except TaskError as exc:
-        print(f"recipe error: {args.recipe}: {exc}", file=sys.stderr)
         return EXIT_ERROR
     import sqlite3
     from quant.history import db_path, record
