@@ -115,13 +115,22 @@ def lm_eval_spec(task) -> str | dict[str, Any]:
     return cfg
 
 
-def check_tasks(tasks) -> None:
-    """Every task of a recipe resolves; raises TaskError naming the first that does not."""
+def task_problems(tasks) -> list[tuple[int, str]]:
+    """(index, message) for every task of a recipe that does not resolve (unknown names come with the nearest)."""
+    found = []
     for i, task in enumerate(tasks):
         try:
             lm_eval_spec(task)
         except TaskError as exc:
-            raise TaskError(f"tasks.{i} ({task.name}): {exc}") from None
+            found.append((i, str(exc)))
+    return found
+
+
+def check_tasks(tasks) -> None:
+    """Every task of a recipe resolves; raises TaskError naming every one that does not."""
+    found = task_problems(tasks)
+    if found:
+        raise TaskError("; ".join(f"tasks.{i} ({tasks[i].name}): {message}" for i, message in found))
 
 
 def code_execution(task) -> str | None:

@@ -39,3 +39,24 @@ def sample_lengths(spec, n: int, rng: np.random.Generator) -> list[int]:
         raw = rng.choice(_empirical_values(spec), size=n)
     upper = spec.max if spec.max is not None else np.inf
     return [int(x) for x in np.clip(np.rint(raw), spec.min, upper)]
+
+
+Z_999 = 3.090232   # standard normal 99.9th percentile
+
+
+def longest(spec) -> int:
+    """The longest length `spec` plans: a fixed length; else the distribution's `max` when set; else the
+    largest empirical value, or the 99.9th percentile of a normal or lognormal without a `max`."""
+    if isinstance(spec, int):
+        return spec
+    if spec.dist == "fixed":
+        return spec.value
+    if spec.max is not None:
+        return spec.max
+    if spec.dist == "empirical":
+        return max(spec.min, int(_empirical_values(spec).max()))
+    if spec.dist == "normal":
+        tail = spec.mean + Z_999 * spec.std
+    else:   # lognormal, with mu chosen as sample_lengths does
+        tail = float(np.exp(np.log(spec.mean) - spec.sigma ** 2 / 2 + Z_999 * spec.sigma))
+    return max(spec.min, int(np.ceil(tail)))

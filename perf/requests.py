@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from perf.arrivals import arrival_offsets, burst_offsets
-from perf.lengths import sample_lengths
+from perf.lengths import longest, sample_lengths
 from perf.prompts import PromptMaker
 from quant.recipe_perf import Workload
 
@@ -51,6 +51,17 @@ def read_trace(path: str | Path) -> list[tuple[float, int, int]]:
         raise ValueError(f"{path}: no requests in it")
     rows.sort()
     return [(t - rows[0][0], n_in, n_out) for t, n_in, n_out in rows]
+
+
+def longest_request(workload: Workload) -> int:
+    """Tokens (prompt + output) of the longest request the workload plans: long prompts and trace rows count;
+    a distribution counts its `max` (perf/lengths.py `longest`)."""
+    if workload.trace:
+        return max(n_in + n_out for _, n_in, n_out in read_trace(workload.trace))
+    prompt = longest(workload.prompt_tokens)
+    if workload.long_prompts:
+        prompt = max(prompt, workload.long_prompts.tokens)
+    return prompt + longest(workload.output_tokens)
 
 
 def plan_level(workload: Workload, kind: str, level: float, maker: PromptMaker, seed: int,

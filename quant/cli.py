@@ -8,9 +8,15 @@ import os
 import sys
 from pathlib import Path
 
-from quant.recipe import RecipeError, load_recipe
+from quant.recipe import RecipeError
 
-EXIT_OK, EXIT_FAIL, EXIT_ERROR = 0, 1, 2
+EXIT_OK, EXIT_FAIL, EXIT_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+SWEEP_EXIT_CODES = """exit codes:
+  0    every variant ok, or declared unsupported by the engine (recorded, scored in-process)
+  1    a variant failed: crash, quantization or measurement error (--allow-failed: 0)
+  2    bad input, found before any work: every recipe problem listed, one line each
+  130  interrupted (finished stages are cached; re-run to continue)"""
 UNISOLATED_HELP = ("where bubblewrap is missing, run model-generated code on this host anyway (rlimits and a "
                    "private temporary directory only; also lm-eval's own code tasks)")
 
@@ -24,14 +30,14 @@ def _offline_defaults() -> None:
 
 
 def cmd_sweep(args) -> int:
-    from evals.registry import TaskError
     from evals.sandbox import IsolationRequired
     from perf.engines.process import EngineStartError
     from quant.models import ModelNotFound
     from quant.progress import Reporter
     from quant.sweep import run_sweep
+    from quant.validate import check_file
 
-    recipe = load_recipe(args.recipe)
+    recipe, _ = check_file(args.recipe)   # every problem at once (RecipeError: exit 2), before any work
     out = Path(args.out) if args.out else Path("runs") / recipe.name
     try:
         results = run_sweep(recipe, out, recipe_path=Path(args.recipe), reporter=Reporter(quiet=args.quiet),
@@ -41,9 +47,6 @@ def cmd_sweep(args) -> int:
     except (ModelNotFound, EngineStartError, IsolationRequired) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_ERROR
-    except TaskError as exc:
-        print(f"recipe error: {args.recipe}: {exc}", file=sys.stderr)
-        return EXIT_ERROR
     import sqlite3
     from quant.history import db_path, record
     print((out / "pareto.md").read_text())
@@ -51,8 +54,23 @@ def cmd_sweep(args) -> int:
         print(f"recorded as run {record(results, out, Path(args.recipe))} (quant history)")
     except (OSError, sqlite3.Error) as exc:  # the results are on disk; history is a convenience
         print(f"warning: not recorded in {db_path()}: {exc}", file=sys.stderr)
-    failed = [n for n, v in results["variants"].items() if v["status"] == "failed"]
-    return EXIT_FAIL if failed and args.strict else EXIT_OK
+    return _sweep_exit(results, args.only, args.allow_failed)
+
+
+def _sweep_exit(results: dict, only: list[str] | None, allow_failed: bool) -> int:
+    """Exit 1 when a variant failed (crash, quantization or measurement error); one the engine declared
+    unsupported (recorded, scored in-process) is not a failure. The summary names each with its reason."""
+    ran = {n: v for n, v in results["variants"].items() if not only or n in only}
+    failed = {n: v["reason"] for n, v in ran.items() if v["status"] == "failed"}
+    unsupported = {n: v["reason"] for n, v in ran.items() if v["status"] == "unsupported"}
+    print(f"sweep: {len(ran) - len(failed) - len(unsupported)} ok, {len(unsupported)} unsupported, "
+          f"{len(failed)} failed", file=sys.stderr)
+    for label, group in (("unsupported", unsupported), ("FAILED", failed)):
+        for name, reason in group.items():
+            print(f"  {label} {name}: {reason}", file=sys.stderr)
+    if failed and allow_failed:
+        print("  exit 0 despite failed variants (--allow-failed)", file=sys.stderr)
+    return EXIT_FAIL if failed and not allow_failed else EXIT_OK
 
 
 def cmd_gate(args) -> int:
@@ -218,15 +236,17 @@ def cmd_sandbox_check(args) -> int:
 
 
 def cmd_sensitivity(args) -> int:
-    from evals.registry import TaskError, check_tasks
     from quant.hashing import tree_digest
-    from quant.models import ModelNotFound, resolve_model
+    from quant.models import resolve_model
     from quant.progress import Reporter
     from quant.recipe import Sensitivity
     from quant.sensitivity import ranking, write_report
     from quant.store import Cache
+    from quant.validate import check_file
 
-    recipe = load_recipe(args.recipe)
+    recipe, findings = check_file(args.recipe, engine=False)   # all problems at once (exit 2), before any work
+    for line in findings.warnings:
+        print(f"warning: {line}", file=sys.stderr)
     ranked = [v for v in recipe.variants if v.scheme is not None or v.weights is not None]
     try:
         variant = recipe.variant(args.variant) if args.variant else ranked[0]
@@ -238,12 +258,11 @@ def cmd_sensitivity(args) -> int:
     spec = base.model_copy(update={k: v for k, v in (("by", args.by), ("samples", args.samples),
                                                       ("items_per_task", args.items)) if v is not None})
     try:
-        check_tasks(recipe.tasks)
         model_dir = resolve_model(recipe.model, Path(args.recipe).parent)
         out = Path(args.out) if args.out else Path("runs") / recipe.name / "sensitivity" / variant.name
         cache = Cache(Path(args.cache_dir) if args.cache_dir else Path("runs") / ".cache")
         result = ranking(cache, Reporter(), model_dir, tree_digest(model_dir), recipe, variant, spec, args.device)
-    except (TaskError, ModelNotFound, ValueError) as exc:
+    except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_ERROR
     try:
@@ -260,13 +279,15 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="quant", description="LLM quantization accuracy and performance regression suite")
     sub = p.add_subparsers(dest="command", required=True)
 
-    s = sub.add_parser("sweep", help="quantize, serve, evaluate and benchmark every variant of a recipe")
+    s = sub.add_parser("sweep", help="quantize, serve, evaluate and benchmark every variant of a recipe",
+                       formatter_class=argparse.RawDescriptionHelpFormatter, epilog=SWEEP_EXIT_CODES)
     s.add_argument("recipe")
     s.add_argument("--out", help="run directory (default runs/<recipe name>)")
     s.add_argument("--cache-dir", help="stage cache (default: <out>/../.cache)")
     s.add_argument("--only", nargs="+", metavar="VARIANT", help="run only these variants")
     s.add_argument("--retry-failed", action="store_true", help="retry variants the engine rejected before")
-    s.add_argument("--strict", action="store_true", help="exit 1 when any variant failed")
+    s.add_argument("--allow-failed", action="store_true", help="exit 0 even when a variant failed")
+    s.add_argument("--strict", action="store_true", help=argparse.SUPPRESS)  # the default now; kept for old scripts
     s.add_argument("--allow-unisolated-code", action="store_true", help=UNISOLATED_HELP)
     s.add_argument("--quiet", action="store_true")
     s.set_defaults(func=cmd_sweep)
@@ -342,7 +363,7 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_ERROR
     except KeyboardInterrupt:
         print("interrupted: finished stages are cached; re-run to continue", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":

@@ -14,9 +14,15 @@ from quant.strict import Strict
 
 
 class RecipeError(Exception):
-    """A recipe that cannot be used; the message names the field (and line) at fault."""
+    """A recipe that cannot be used: one line per problem, each naming the file, line and field at fault.
 
+    One problem reads as its line; several as a header (`recipes/x.yaml: 3 problems`) and one line each."""
 
+    def __init__(self, problems: str | list[str], source: str = "<recipe>"):
+        self.problems = [problems] if isinstance(problems, str) else list(problems)
+        self.source = source
+        super().__init__(self.problems[0] if len(self.problems) == 1 else
+                         f"{source}: {len(self.problems)} problems\n" + "\n".join(f"  {p}" for p in self.problems))
 
 
 class WeightSpec(Strict):
@@ -40,10 +46,6 @@ class SchemeGroup(Strict):
         if (self.scheme is None) == (self.weights is None):
             raise ValueError("give a group exactly one of scheme or weights")
         return self
-
-    @property
-    def weight_only(self) -> bool:
-        return self.weights is not None or self.scheme.upper().startswith(("W4A16", "W8A16"))
 
 
 class Sensitivity(Strict):
@@ -71,6 +73,8 @@ class Variant(Strict):
     baseline: bool = False
     description: str = ""
     # Quantization: none of scheme/weights/groups/recipe/checkpoint -> the model as it is (the 16-bit baseline).
+    # Scheme names and algorithm/scheme combinations are checked against the installed library by
+    # quantize/schemes.py (quant/validate.py runs it before any work).
     scheme: str | None = None          # llmcompressor preset: W4A16, W4A16_ASYM, W8A8, FP8_DYNAMIC, ...
     weights: WeightSpec | None = None  # custom weight-only scheme
     algorithm: Literal["rtn", "gptq", "awq"] = "rtn"
@@ -88,6 +92,10 @@ class Variant(Strict):
     # Who quantizes: llmcompressor (compressed-tensors checkpoints) or, where installed, GPTQModel
     # (GPTQ- or AWQ-format checkpoints, as AutoGPTQ and AutoAWQ made them).
     backend: Literal["llmcompressor", "gptqmodel"] = "llmcompressor"
+    # A quantized Linear whose in_features the group size does not divide: a validation error naming the
+    # layers and the sizes that fit (error); those Linears stay 16-bit (keep); or they get the largest group
+    # size below the scheme's that divides them (largest_fitting). Logged, and recorded in the manifest.
+    unfit_groups: Literal["error", "keep", "largest_fitting"] = "error"
 
     @field_validator("actorder", mode="before")
     @classmethod
@@ -107,12 +115,12 @@ class Variant(Strict):
             raise ValueError("sensitivity: needs a `scheme` or `weights` to rank the layers under")
         if self.groups is not None and not self.groups:
             raise ValueError("groups: name at least one group")
-        if self.groups and self.algorithm == "awq" and not all(g.weight_only for g in self.groups):
-            raise ValueError("algorithm awq needs weight-only groups (W4A16, W8A16 or weights)")
-        if self.algorithm == "awq" and self.scheme and not self.scheme.startswith("W4A16"):
-            raise ValueError(f"algorithm awq needs a W4A16 scheme, not {self.scheme}")
         if self.backend == "gptqmodel":
             self._check_gptqmodel()
+        if self.unfit_groups == "largest_fitting" and (self.scheme is None and self.weights is None
+                                                       or self.sensitivity or self.backend != "llmcompressor"):
+            raise ValueError("unfit_groups largest_fitting needs one `scheme` or `weights` (no groups), backend "
+                             "llmcompressor and no sensitivity; unfit_groups keep works with all of them")
         return self
 
     def _check_gptqmodel(self) -> None:
@@ -257,7 +265,7 @@ class Recipe(Strict):
         raise KeyError(f"no variant {name!r} in recipe {self.name!r}; have {[v.name for v in self.variants]}")
 
 
-def _line_of(text: str, loc: tuple) -> int | None:
+def line_of(text: str, loc: tuple) -> int | None:
     """Best-effort line number of a validation error location, found by walking the YAML node tree."""
     try:
         node = yaml.compose(text)
@@ -276,38 +284,56 @@ def _line_of(text: str, loc: tuple) -> int | None:
     return node.start_mark.line + 1 if node is not None else None
 
 
-def _format(err: ValidationError, text: str, source: str) -> str:
-    e = err.errors()[0]
-    loc = tuple(p for p in e["loc"] if not (isinstance(p, str) and p.startswith("function-")))
+def locate(text: str, source: str, loc: tuple, message: str) -> str:
+    """One problem as `file:line: field: message` (the line where the field's YAML node starts)."""
     field = ".".join(str(p) for p in loc) or "(recipe)"
-    line = _line_of(text, loc)
-    where = f"{source}:{line}" if line else source
-    msg = e["msg"].removeprefix("Value error, ")
-    if e["type"] == "extra_forbidden":
-        msg = "unknown field"
-    more = f" (and {len(err.errors()) - 1} more)" if len(err.errors()) > 1 else ""
-    return f"{where}: {field}: {msg}{more}"
+    line = line_of(text, loc)
+    return f"{source}:{line}: {field}: {message}" if line else f"{source}: {field}: {message}"
 
 
-def parse_recipe(text: str, source: str = "<recipe>") -> Recipe:
+def by_line(problem: str) -> tuple[int, str]:
+    """Sort key: a located problem's line, then its field."""
+    where, _, rest = problem.partition(": ")
+    line = where.rpartition(":")[2]
+    return int(line) if line.isdigit() else 0, rest
+
+
+def schema_problems(err: ValidationError, text: str, source: str, prefix: tuple = ()) -> list[str]:
+    """Every pydantic error of `err`, one located line each (`prefix`: where the validated part sits)."""
+    lines = []
+    for e in err.errors():
+        loc = prefix + tuple(p for p in e["loc"] if not (isinstance(p, str) and p.startswith("function-")))
+        msg = "unknown field" if e["type"] == "extra_forbidden" else e["msg"].removeprefix("Value error, ")
+        line = locate(text, source, loc, msg)
+        if line not in lines:   # a union reports one mistake once per member
+            lines.append(line)
+    return sorted(lines, key=by_line)
+
+
+def read_yaml(text: str, source: str) -> dict:
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{source}:{mark.line + 1}" if mark else source
-        raise RecipeError(f"{where}: not valid YAML: {getattr(exc, 'problem', exc)}") from None
+        raise RecipeError(f"{where}: not valid YAML: {getattr(exc, 'problem', exc)}", source) from None
     if not isinstance(data, dict):
-        raise RecipeError(f"{source}: a recipe is a YAML mapping with name, model, variants and tasks")
+        raise RecipeError(f"{source}: a recipe is a YAML mapping with name, model, variants and tasks", source)
+    return data
+
+
+def parse_recipe(text: str, source: str = "<recipe>") -> Recipe:
+    """The recipe's schema only (quant/validate.py checks it against the model, tasks and libraries too)."""
     try:
-        return Recipe.model_validate(data)
+        return Recipe.model_validate(read_yaml(text, source))
     except ValidationError as err:
-        raise RecipeError(_format(err, text, source)) from None
+        raise RecipeError(schema_problems(err, text, source), source) from None
 
 
 def load_recipe(path: str | Path) -> Recipe:
     path = Path(path)
     if not path.is_file():
-        raise RecipeError(f"{path}: no such recipe file")
+        raise RecipeError(f"{path}: no such recipe file", str(path))
     return parse_recipe(path.read_text(), str(path))
 
 

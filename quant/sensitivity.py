@@ -16,8 +16,10 @@ def ranking(cache: Cache, reporter, model_dir: Path, model_key: str, recipe: Rec
             spec: Sensitivity | None = None, device: str = "cpu") -> dict:
     from quantize.calibration import calibration_texts
     from quantize.sensitivity import analyse, task_items, units_of, weight_args
+    from quantize.shapes import apply_unfit_policy
 
     spec = spec or variant.sensitivity or Sensitivity(keep_top=1)
+    variant, _ = apply_unfit_policy(model_dir, variant)   # `unfit_groups: keep`: those Linears are not ranked
     args = weight_args(variant).model_dump(mode="json", exclude_none=True)
     key = digest("sensitivity", 2, model_key, args, sorted(variant.ignore), recipe.calibration.model_dump(mode="json"),
                  [t.model_dump(mode="json") for t in recipe.tasks], spec.by, spec.samples, spec.items_per_task,

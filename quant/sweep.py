@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from evals.registry import TASKS_DIR, check_code_isolation, check_tasks
+from evals.registry import TASKS_DIR, check_code_isolation
 from quant.hashing import digest, file_digest, tree_digest, versions
 from quant.models import resolve_model
 from quant.progress import Reporter
@@ -62,9 +62,16 @@ def _sweep(recipe: Recipe, out: Path, recipe_path: Path | None, cache_dir: Path 
     from evals import sandbox
     from perf.engines.vllm import engine_version, resolve_engine_python
 
+    from quant.validate import raise_on_errors, validate
+
     reporter = reporter or Reporter()
     out = Path(out)
-    check_tasks(recipe.tasks)
+    findings = validate(recipe, recipe_path)   # everything knowable, before any work (RecipeError: all of it)
+    raise_on_errors(findings, recipe, recipe_path)
+    for line in findings.warnings:
+        reporter.log(f"[yellow]warning[/yellow]: {line}")
+    for line in findings.notes:
+        reporter.log(line)
     code_tasks = check_code_isolation(recipe.tasks)
     model_dir = resolve_model(recipe.model, recipe_path.parent if recipe_path else None)
     engine_python = resolve_engine_python(recipe.engine.python)
@@ -142,18 +149,23 @@ def run_variant(ctx: Context, variant: Variant) -> dict:
     return record
 
 
+DEFAULT_SEQ_TOKENS = 2048   # the memory columns' sequence length when the recipe has no workloads
+
+
 def _memory(ctx: Context, variant: Variant, checkpoint: Path, weights_bytes: int) -> dict:
     from perf.memory import account
+    from perf.requests import longest_request
 
     perf = ctx.recipe.perf
     first = perf.workloads[0] if perf.workloads else None
-    seq = first.prompt_tokens + first.output_tokens if first else 2048
     engine_args = {**ctx.recipe.engine.args, **variant.engine_args}
     try:
-        return account(checkpoint, weights_bytes, engine_args, seq, perf.accelerator_memory_gib,
-                       perf.memory_utilization)
+        seq = longest_request(first) if first else DEFAULT_SEQ_TOKENS
+        memory = account(checkpoint, weights_bytes, engine_args, seq, perf.accelerator_memory_gib,
+                         perf.memory_utilization)
     except (OSError, KeyError, ValueError):
         return {"weights_bytes": weights_bytes}
+    return {**memory, "seq_from": f"longest request of workload {first.name}" if first else "default (no workloads)"}
 
 
 def ensure_checkpoint(ctx: Context, variant: Variant) -> tuple[Path, str, dict]:
@@ -166,7 +178,9 @@ def ensure_checkpoint(ctx: Context, variant: Variant) -> tuple[Path, str, dict]:
         return ctx.model_dir, ctx.model_key, {"source": "original model", "scheme": "bf16"}
     if variant.sensitivity:
         variant = _keep_most_sensitive(ctx, variant)
-    quant_fields = variant.model_dump(mode="json", exclude={"name", "description", "engine_args", "baseline"})
+    unchanged = {"unfit_groups"} if variant.unfit_groups == "error" else set()   # keys as before the field
+    quant_fields = variant.model_dump(mode="json",
+                                      exclude={"name", "description", "engine_args", "baseline"} | unchanged)
     backend_version = versions("gptqmodel") if variant.backend == "gptqmodel" else None
     key = digest("checkpoint", ctx.model_key, quant_fields, ctx.recipe.calibration.model_dump(mode="json"),
                  library_versions(), backend_version)

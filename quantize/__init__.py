@@ -15,9 +15,11 @@ from pathlib import Path
 from typing import Any
 
 from quant.recipe import Calibration, Variant
+from quantize import schemes
 from quantize.calibration import calibration_texts, texts_sha256
 from quantize.manifest import MANIFEST_NAME, checkpoint_facts, library_versions, write_manifest
 from quantize.runner import QuantizeError, quantize_in_subprocess
+from quantize.shapes import apply_unfit_policy, describe
 
 __all__ = ["quantize_variant", "quantize_in_subprocess", "QuantizeError", "MANIFEST_NAME"]
 
@@ -37,6 +39,11 @@ def quantize_variant(model_dir: Path, variant: Variant, calibration: Calibration
     if variant.checkpoint is not None or not variant.quantized:
         raise ValueError(f"variant {variant.name}: nothing to quantize (baseline or ready-made checkpoint)")
     impl = get_backend(backend or variant.backend)
+    schemes.check(variant)
+    requested = variant
+    variant, unfit = apply_unfit_policy(model_dir, variant)
+    if unfit:
+        print(describe(unfit), flush=True)
     if dense and impl.NAME != "llmcompressor":
         raise ValueError("a dense fake-quantized export reads compressed-tensors: use backend llmcompressor")
 
@@ -61,14 +68,15 @@ def quantize_variant(model_dir: Path, variant: Variant, calibration: Calibration
             "variant": variant.name,
             "fake_quantized": False,
             "source_model": str(model_dir.resolve()),
-            "scheme": variant.scheme,
-            "weights": variant.weights.model_dump() if variant.weights else None,
+            "scheme": requested.scheme,
+            "weights": requested.weights.model_dump() if requested.weights else None,
             "groups": [g.model_dump(exclude_none=True) for g in variant.groups] if variant.groups else None,
             "recipe_source": variant.recipe,
             "algorithm": None if variant.recipe is not None else variant.algorithm,
             "smoothquant": variant.smoothquant,
             "actorder": variant.actorder,
             "ignore": list(variant.ignore),
+            "unfit_groups": unfit,   # what became of Linears whose in_features the group size does not divide
             **facts,
             **info,
             "recipe_sha256": _sha256(info.get("recipe", info.get("config"))),

@@ -62,6 +62,8 @@ def _parse(args: argparse.Namespace):
 
     from quant.recipe import Calibration, Variant
 
+    from quantize import schemes
+
     parsed = []
     for model, text, flag in ((Variant, args.variant_json, "--variant-json"),
                               (Calibration, args.calibration_json, "--calibration-json")):
@@ -71,6 +73,10 @@ def _parse(args: argparse.Namespace):
             e = err.errors()[0]
             field = ".".join(str(p) for p in e["loc"]) or "(top level)"
             raise ValueError(f"{flag}: {field}: {e['msg'].removeprefix('Value error, ')}") from None
+    try:
+        schemes.check(parsed[0])
+    except ValueError as exc:
+        raise ValueError(f"--variant-json: {exc}") from None
     return tuple(parsed)
 
 

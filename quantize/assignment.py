@@ -16,19 +16,24 @@ def fused_layer(name: str) -> str | None:
 
 
 def assign(model, groups: dict[str, list[str]], ignore: list[str]) -> dict[str, str | None]:
-    """{Linear name: the group that quantizes it, or None where it stays 16-bit}."""
+    """{Linear name: the group that quantizes it, or None where it stays 16-bit}. A group that names a module
+    (exact name or `re:`) wins over one that matches only its class (`Linear`), as in compressed-tensors and
+    vLLM alike; two groups matching one module at the same level are an error (the libraries could differ)."""
     import torch
-    from compressed_tensors.utils import match_named_modules
+    from compressed_tensors.utils import match_name, match_named_modules
 
     owner: dict[str, str | None] = {n: None for n, m in model.named_modules() if isinstance(m, torch.nn.Linear)}
+    level: dict[str, int] = {}   # 0: matched by name, 1: by class only
     for group, targets in groups.items():
         for name, _ in match_named_modules(model, targets, ignore):
             if name not in owner:
                 continue
-            if owner[name] is not None:
+            by = 0 if any(match_name(name, t) for t in targets) else 1
+            if owner[name] is not None and level[name] == by:
                 raise ValueError(f"{name} matches the targets of both {owner[name]} and {group}; "
                                  "make the groups' targets disjoint")
-            owner[name] = group
+            if owner[name] is None or by < level[name]:
+                owner[name], level[name] = group, by
     return owner
 
 

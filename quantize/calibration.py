@@ -20,6 +20,21 @@ def calibration_texts(calibration: Calibration) -> list[str]:
     return _jsonl_texts(Path(calibration.source), calibration.num_samples)
 
 
+def source_problems(calibration: Calibration) -> tuple[list[str], list[str]]:
+    """(errors, warnings) about the calibration source, read before any work: a missing or malformed file is
+    an error; fewer texts than num_samples a warning (quantization then calibrates on what there is)."""
+    if calibration.source == "demo":
+        return [], []
+    try:
+        texts = _jsonl_texts(Path(calibration.source), calibration.num_samples)
+    except (OSError, ValueError) as exc:
+        return [str(exc)], []
+    if len(texts) < calibration.num_samples:
+        return [], [f"{calibration.source} has {len(texts)} texts, fewer than num_samples {calibration.num_samples}: "
+                    f"calibrating on {len(texts)}"]
+    return [], []
+
+
 def texts_sha256(texts: list[str]) -> str:
     """Fingerprint of the exact calibration set (order matters): sha256 of the JSON list."""
     return hashlib.sha256(json.dumps(texts, ensure_ascii=False).encode("utf-8")).hexdigest()

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from quant.recipe import Calibration, Variant, WeightSpec
+from quantize import schemes
 from quantize.backends import BACKENDS, get_backend
 from quantize.backends import llmcompressor as lc
 from quantize.calibration import calibration_texts, texts_sha256
@@ -113,11 +114,13 @@ def test_groups_in_a_recipe():
             ("{name: m, groups: [{targets: [x], scheme: W8A8, weights: {num_bits: 4}}]}", "exactly one of scheme or weights"),
             ("{name: m, groups: [{targets: [], scheme: W8A8}]}", "variants.1.groups.0.targets"),
             ("{name: m, scheme: W4A16, groups: [{targets: [x], scheme: W8A8}]}", "give only one of scheme, groups"),
-            ("{name: m, algorithm: awq, groups: [{targets: [x], scheme: W8A8}]}", "awq needs weight-only groups"),
             ("{name: m, backend: gptqmodel, algorithm: gptq, groups: [{targets: [x], scheme: W4A16}]}",
              "backend gptqmodel takes no smoothquant, groups")):
         with pytest.raises(RecipeError, match=message):
             parse_recipe(base + f"  - {bad}\n")
+    awq = Variant(name="m", algorithm="awq", groups=[{"targets": ["x"], "scheme": "W8A8"}])
+    assert schemes.problems(awq) == [(("groups", 0, "scheme"), "algorithm awq needs a weight-only scheme (W4A16, "
+                                      "W4A16_ASYM, W8A16, ... or `weights`), not W8A8, which quantizes activations too")]
 
 
 def test_mixed_checkpoint(probe_model, tmp_path):

@@ -45,7 +45,6 @@ def test_good_recipe_defaults():
     (GOOD + "perf: {workloads: [{name: w, concurrency: [0]}]}\n", "perf.workloads.0.concurrency"),
     (GOOD.replace("tasks: [demo_math]", "tasks: [demo_math"), "not valid YAML"),
     ("- just\n- a list\n", "a recipe is a YAML mapping"),
-    (GOOD.replace("    algorithm: gptq\n", "    algorithm: awq\n").replace("W4A16", "W8A8"), "awq needs a W4A16"),
     (GOOD + "engine: {engine_core_nice: -5}\n", "engine.engine_core_nice: Input should be greater than or equal to 0"),
 ])
 def test_bad_recipes_name_the_field(text, expected):

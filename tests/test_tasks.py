@@ -193,7 +193,7 @@ def test_sweep_with_an_unknown_task_stops_before_any_work(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "quant.cli", "sweep", str(recipe), "--out", str(tmp_path / "run")],
                           capture_output=True, text=True, cwd=REPO, timeout=300)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
-    assert "tasks.1 (gsm8kk): no task 'gsm8kk'" in proc.stderr and "did you mean gsm8k" in proc.stderr
+    assert "bad.yaml:4: tasks.1: no task 'gsm8kk'" in proc.stderr and "did you mean gsm8k" in proc.stderr
     assert not (tmp_path / "run").exists()
 
 

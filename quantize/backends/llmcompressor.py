@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from quant.recipe import Calibration, Variant, WeightSpec
+from quantize import schemes
 
 NAME = "llmcompressor"
 TARGETS = ["Linear"]
@@ -45,7 +46,6 @@ def config_groups(variant: Variant) -> dict[str, dict[str, Any]]:
     out = {}
     for i, group in enumerate(variant.groups):
         if group.scheme is not None:
-            _check_preset(group.scheme)
             scheme = preset_name_to_scheme(group.scheme.upper(), group.targets)
             out[f"group_{i}"] = scheme.model_dump(mode="json", exclude_none=True)
         else:
@@ -74,13 +74,10 @@ def build_modifiers(variant: Variant) -> list:
 
     if variant.scheme is None and variant.weights is None and variant.groups is None:
         raise ValueError(f"variant {variant.name}: no scheme, weights or groups to build modifiers from")
-    if variant.scheme is not None:
-        _check_preset(variant.scheme)
+    schemes.check(variant)
     kwargs = _scheme_kwargs(variant)
     modifiers: list = []
     if variant.smoothquant is not None:
-        if variant.algorithm == "awq":
-            raise ValueError(f"variant {variant.name}: smoothquant and awq both rescale channels; pick one")
         modifiers.append(SmoothQuantModifier(smoothing_strength=variant.smoothquant))
     if variant.algorithm == "gptq":
         if variant.actorder:
@@ -105,10 +102,8 @@ def check_assignment(model, variant: Variant) -> None:
 
 
 def _check_preset(name: str) -> None:
-    from compressed_tensors.quantization.quant_scheme import PRESET_SCHEMES
-
-    if name.upper() not in PRESET_SCHEMES:
-        raise ValueError(f"unknown scheme {name!r}; llmcompressor presets: {sorted(PRESET_SCHEMES)}")
+    if problem := schemes.preset_problem(name):
+        raise ValueError(problem)
 
 
 def needs_calibration(variant: Variant) -> bool:

@@ -1,0 +1,171 @@
+"""Everything knowable before work starts, checked before work starts and reported together: the recipe's
+schema (every error, not the first), then, on every part that parsed, the model, the engine's interpreter,
+task names and data files, scheme names and algorithm/scheme combinations, group sizes against the model's
+Linear shapes, verbatim recipes and checkpoints, and the calibration source. One line per problem:
+`file:line: field: message`. The stage modules own the checks (quantize/schemes.py, quantize/shapes.py,
+quantize/calibration.py, evals/registry.py); this module runs them and locates what they find."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from quant.recipe import (Calibration, Engine, Recipe, RecipeError, Task, Variant, by_line, locate, read_yaml,
+                          schema_problems)
+
+
+@dataclass
+class Findings:
+    errors: list[str] = field(default_factory=list)     # any: nothing may start
+    warnings: list[str] = field(default_factory=list)   # worth reading; the sweep goes on
+    notes: list[str] = field(default_factory=list)      # what a policy chose (e.g. unfit_groups: keep)
+
+
+@dataclass
+class Parts:
+    """The recipe's parts that validated on their own (all of them when the whole recipe did)."""
+    model: str | None
+    engine: Engine | None
+    calibration: Calibration | None
+    variants: list[tuple[int, Variant]]
+    tasks: list[tuple[int, Task]]
+
+
+def check_file(path: str | Path, engine: bool = True) -> tuple[Recipe, Findings]:
+    """Parse and check a recipe file; RecipeError lists every problem, schema and beyond, at once."""
+    path = Path(path)
+    if not path.is_file():
+        raise RecipeError(f"{path}: no such recipe file", str(path))
+    text, source = path.read_text(), str(path)
+    data = read_yaml(text, source)
+    try:
+        recipe, schema = Recipe.model_validate(data), []
+    except ValidationError as err:
+        recipe, schema = None, schema_problems(err, text, source)
+    findings = _check(_parts(recipe, data), path.parent, text, source, engine)
+    findings.errors = sorted(schema + [e for e in findings.errors if e not in schema], key=by_line)
+    if findings.errors:
+        raise RecipeError(findings.errors, source)
+    return recipe, findings
+
+
+def validate(recipe: Recipe, recipe_path: Path | None = None, engine: bool = True) -> Findings:
+    """The checks beyond the schema for a parsed recipe (lines located in recipe_path when given)."""
+    text = recipe_path.read_text() if recipe_path and recipe_path.is_file() else ""
+    source = str(recipe_path) if recipe_path else f"recipe {recipe.name}"
+    return _check(_parts(recipe, None), recipe_path.parent if recipe_path else None, text, source, engine)
+
+
+def raise_on_errors(findings: Findings, recipe: Recipe, recipe_path: Path | None) -> None:
+    if findings.errors:
+        raise RecipeError(findings.errors, str(recipe_path) if recipe_path else f"recipe {recipe.name}")
+
+
+def _parts(recipe: Recipe | None, data: dict | None) -> Parts:
+    if recipe is not None:
+        return Parts(recipe.model, recipe.engine, recipe.calibration, list(enumerate(recipe.variants)),
+                     list(enumerate(recipe.tasks)))
+    tasks = data.get("tasks") if isinstance(data.get("tasks"), list) else []
+    return Parts(model=data["model"] if isinstance(data.get("model"), str) else None,
+                 engine=_valid(Engine, data.get("engine", {})),
+                 calibration=_valid(Calibration, data.get("calibration", {})),
+                 variants=_valid_items(Variant, data.get("variants")),
+                 tasks=_valid_items(Task, [{"name": t} if isinstance(t, str) else t for t in tasks]))
+
+
+def _valid(model: type[BaseModel], value: Any):
+    try:
+        return model.model_validate(value)
+    except ValidationError:
+        return None   # its errors are in the schema's list already
+
+
+def _valid_items(model: type[BaseModel], values: Any) -> list[tuple[int, Any]]:
+    items = [(i, _valid(model, v)) for i, v in enumerate(values)] if isinstance(values, list) else []
+    return [(i, v) for i, v in items if v is not None]
+
+
+def _check(parts: Parts, recipe_dir: Path | None, text: str, source: str, engine: bool) -> Findings:
+    from evals.registry import task_problems
+
+    found = Findings()
+
+    def add(bucket: list[str], loc: tuple, message: str) -> None:
+        bucket.append(locate(text, source, loc, message))
+
+    model_dir = _model_dir(parts.model, recipe_dir, add, found) if parts.model is not None else None
+    if engine and parts.engine is not None:
+        from perf.engines.process import EngineStartError
+        from perf.engines.vllm import resolve_engine_python
+        try:
+            resolve_engine_python(parts.engine.python)
+        except EngineStartError as exc:
+            add(found.errors, ("engine", "python"), str(exc))
+    for i, message in task_problems([t for _, t in parts.tasks]):
+        add(found.errors, ("tasks", parts.tasks[i][0]), message)
+    calibrating = []
+    for i, variant in parts.variants:
+        errors, notes, warnings, needs_data = _variant(variant, model_dir)
+        for loc, message in errors:
+            add(found.errors, ("variants", i) + loc, message)
+        for bucket, messages in ((found.notes, notes), (found.warnings, warnings)):
+            for message in messages:
+                add(bucket, ("variants", i), f"{variant.name}: {message}")
+        if needs_data:
+            calibrating.append(variant.name)
+    if parts.calibration is not None and calibrating:
+        from quantize.calibration import source_problems
+        errors, warnings = source_problems(parts.calibration)
+        for message in errors:
+            add(found.errors, ("calibration", "source"), f"{message} (needed by {', '.join(calibrating)})")
+        for message in warnings:
+            add(found.warnings, ("calibration", "num_samples"), message)
+    return found
+
+
+def _model_dir(ref: str, recipe_dir: Path | None, add, found: Findings) -> Path | None:
+    from quant.models import ModelNotFound, resolve_model
+    try:
+        model_dir = resolve_model(ref, recipe_dir)
+    except ModelNotFound as exc:
+        add(found.errors, ("model",), str(exc))
+        return None
+    if not (model_dir / "config.json").is_file():
+        add(found.errors, ("model",), f"{model_dir}: not a model directory (no config.json)")
+        return None
+    return model_dir
+
+
+def _variant(variant: Variant, model_dir: Path | None) -> tuple[list[tuple[tuple, str]], list[str], list[str], bool]:
+    """(errors, notes, warnings, whether it needs calibration data) for one variant."""
+    from quantize import schemes, shapes
+    from quantize.backends import get_backend
+    from quantize.backends.llmcompressor import recipe_text
+
+    if variant.checkpoint is not None:
+        ok = Path(variant.checkpoint).expanduser().is_dir()
+        return ([] if ok else [(("checkpoint",), f"no such directory: {variant.checkpoint}")]), [], [], False
+    if variant.recipe is not None:
+        try:
+            recipe_text(variant)
+        except FileNotFoundError as exc:
+            return [(("recipe",), str(exc))], [], [], False
+        return [], [], [], True
+    if not variant.quantized:
+        return [], [], [], False
+    errors = schemes.problems(variant)
+    if errors:
+        return errors, [], [], False
+    notes: list[str] = []
+    warnings: list[str] = []
+    if model_dir is not None:
+        try:
+            errors, notes = shapes.problems(model_dir, variant)
+        except Exception as exc:  # noqa: BLE001 - an architecture we cannot build on the meta device
+            warnings = [f"group sizes not checked: the model's modules could not be built from config.json "
+                        f"({type(exc).__name__}: {str(exc)[:200]})"]
+    needs_data = get_backend(variant.backend).needs_calibration(variant) or variant.sensitivity is not None
+    return errors, notes, warnings, needs_data

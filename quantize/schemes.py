@@ -1,0 +1,99 @@
+"""Scheme names and algorithm/scheme combinations, checked before any work against what the installed
+compressed-tensors knows (its preset table, its QuantizationArgs validation), so that `scheme: W3A7` fails at
+once with the names it may have meant, not after the baseline has been measured."""
+
+from __future__ import annotations
+
+import difflib
+from functools import lru_cache
+
+from quant.recipe import Variant
+
+Problem = tuple[tuple, str]   # (where in the variant, e.g. ("groups", 1, "scheme"); message)
+
+
+@lru_cache(maxsize=1)
+def presets() -> dict:
+    from compressed_tensors.quantization.quant_scheme import PRESET_SCHEMES
+    return PRESET_SCHEMES
+
+
+def preset_problem(name: str) -> str | None:
+    """None for a preset compressed-tensors knows, else the error with the nearest names."""
+    if name.upper() in presets():
+        return None
+    near = difflib.get_close_matches(name.upper(), list(presets()), n=3, cutoff=0.6)
+    hint = f"did you mean {', '.join(near)}?" if near else f"llmcompressor's presets: {', '.join(presets())}"
+    return f"unknown scheme {name!r}; {hint}"
+
+
+def preset(name: str):
+    """The preset's QuantizationScheme (weights, input_activations) for Linear targets."""
+    from compressed_tensors.quantization import preset_name_to_scheme
+    return preset_name_to_scheme(name.upper(), ["Linear"])
+
+
+def _schemes(variant: Variant) -> list[tuple[tuple, str | None, object]]:
+    """(location, preset name or None, custom WeightSpec or None) for each scheme the variant uses."""
+    if variant.groups:
+        return [(("groups", i), g.scheme, g.weights) for i, g in enumerate(variant.groups)]
+    if variant.scheme is not None or variant.weights is not None:
+        return [((), variant.scheme, variant.weights)]
+    return []
+
+
+def weight_args_of(name: str | None, spec) -> object:
+    """compressed-tensors QuantizationArgs of a preset's or a custom spec's weights (None: not quantized)."""
+    if name is not None:
+        return preset(name).weights
+    from compressed_tensors.quantization import QuantizationArgs
+
+    from quantize.backends.llmcompressor import weight_args
+    return QuantizationArgs(**weight_args(spec))
+
+
+def problems(variant: Variant) -> list[Problem]:
+    """Everything wrong with the variant's schemes and algorithm that needs no model to see."""
+    found: list[Problem] = []
+    schemes = _schemes(variant)
+    for loc, name, spec in schemes:
+        if name is not None and (message := preset_problem(name)):
+            found.append((loc + ("scheme",), message))
+        elif name is not None and not presets()[name.upper()]:
+            found.append((loc + ("scheme",), f"{name} quantizes nothing: make the variant the baseline or drop it"))
+        elif spec is not None:
+            try:
+                weight_args_of(None, spec)
+            except (ValueError, NotImplementedError) as exc:   # compressed-tensors' own validation
+                found.append((loc + ("weights",), f"compressed-tensors refuses these weights: {_first_line(exc)}"))
+    if found:
+        return found   # the combinations below need every scheme resolved
+    resolved = [(loc, name, weight_args_of(name, spec), name is not None and preset(name).input_activations)
+                for loc, name, spec in schemes]
+    if variant.algorithm == "awq":
+        for loc, name, weights, activations in resolved:
+            if activations:
+                found.append((loc + ("scheme",), f"algorithm awq needs a weight-only scheme (W4A16, W4A16_ASYM, "
+                              f"W8A16, ... or `weights`), not {name}, which quantizes activations too"))
+            elif weights is not None and weights.strategy == "tensor":
+                found.append((loc + ("weights", "strategy"), "algorithm awq scales per channel (duo_scaling): "
+                              "use strategy group or channel"))
+        if variant.smoothquant is not None:
+            found.append((("smoothquant",), "smoothquant and awq both rescale channels; pick one"))
+    elif variant.smoothquant is not None and resolved and not any(act for *_, act in resolved):
+        found.append((("smoothquant",), "SmoothQuant moves activation outliers into the weights; it only helps a "
+                      "scheme that quantizes activations (W8A8, FP8, ...), not a weight-only one"))
+    return found
+
+
+def check(variant: Variant) -> None:
+    """Raise ValueError naming every problem (for callers outside a sweep's validation, e.g. `python -m quantize`)."""
+    found = problems(variant)
+    if found:
+        raise ValueError("; ".join(f"{'.'.join(map(str, loc)) or variant.name}: {msg}" for loc, msg in found))
+
+
+def _first_line(exc: Exception) -> str:
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    meaningful = [line for line in lines if not line.startswith(("For further information", "1 validation error"))]
+    return (meaningful or lines or [type(exc).__name__])[-1][:300]
