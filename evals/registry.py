@@ -1,7 +1,8 @@
 """Which tasks exist, how a recipe's task becomes an lm-eval task, and which metric is each task's headline.
 
 Tasks are lm-eval task YAMLs: every task lm-eval ships, then ours in evals/tasks, indexed after lm-eval's so
-that ours win on a name clash (our `humaneval` and `mbpp` run generated code in our sandbox).
+that ours win on a name clash (our `humaneval`, `mbpp` and their `_instruct` variants run generated code in
+our sandbox).
 """
 
 from __future__ import annotations

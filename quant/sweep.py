@@ -116,6 +116,7 @@ def _load_previous(out: Path, recipe: Recipe) -> dict:
             if old.get("recipe_name") == recipe.name:  # keep variants this run does not redo (--only)
                 results["variants"] = {k: v for k, v in old.get("variants", {}).items()
                                        if k in {v.name for v in recipe.variants}}
+                results["baseline_zero_tasks"] = old.get("baseline_zero_tasks", [])
         except (OSError, json.JSONDecodeError):
             pass
     return results
