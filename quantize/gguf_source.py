@@ -60,16 +60,19 @@ def describe(path: Path) -> dict:
                                                  ("unk", "unknown"))}}
 
 
-def check_convertible(facts: dict) -> None:
+def check_convertible(path: Path, facts: dict) -> None:
+    """transformers' own check, on the metadata alone (it maps some llama.cpp names to its own first)."""
     import transformers
-    from transformers.integrations.ggml import GGUF_TO_FAST_CONVERTERS
-    from transformers.modeling_gguf_pytorch_utils import GGUF_SUPPORTED_ARCHITECTURES
+    from transformers.modeling_gguf_pytorch_utils import GGUF_SUPPORTED_ARCHITECTURES, load_gguf_checkpoint
 
-    arch = facts["architecture"]
-    if arch not in GGUF_SUPPORTED_ARCHITECTURES or arch not in GGUF_TO_FAST_CONVERTERS:
-        raise GGUFSourceError(
-            f"{facts['gguf_file']}: transformers {transformers.__version__} cannot dequantize GGUF architecture "
-            f"{arch!r} (it reads: {', '.join(sorted(set(GGUF_SUPPORTED_ARCHITECTURES) & set(GGUF_TO_FAST_CONVERTERS)))})")
+    try:
+        load_gguf_checkpoint(str(path), return_tensors=False)
+    except ValueError as exc:
+        if "not supported" not in str(exc):
+            raise GGUFSourceError(f"{path.name}: {str(exc).splitlines()[0][:200]}") from None
+        readable = sorted(a for a in GGUF_SUPPORTED_ARCHITECTURES if a not in ("general", "tokenizer"))
+        raise GGUFSourceError(f"{path.name}: transformers {transformers.__version__} cannot dequantize GGUF "
+                              f"architecture {facts['architecture']!r} (it reads: {', '.join(readable)})") from None
 
 
 def _fix_special_tokens(tokenizer, special_ids: dict) -> None:
@@ -88,7 +91,7 @@ def convert(path: Path, out: Path, log: Callable[[str], None] = print) -> dict:
 
     path = Path(path).resolve()
     facts = describe(path)
-    check_convertible(facts)
+    check_convertible(path, facts)
     log(f"GGUF {path.name}: {facts['architecture']}, {facts['tensors']} tensors in {facts['dequantized_from']}; "
         "dequantizing to bf16 with transformers (once; about 30 s for 135M parameters on 2 cores) …")
     started = time.time()
