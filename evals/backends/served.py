@@ -58,8 +58,10 @@ class ServedLM(LM):
     def apply_chat_template(self, chat_history: list[dict[str, str]], add_generation_prompt: bool = True) -> str:
         if not self.tokenizer.chat_template:
             raise ValueError(f"apply_chat_template: the tokenizer in {self.tokenizer_dir} has no chat template")
+        # Without a generation prompt, the last (assistant) message is a task's gen_prefix the answer continues.
         text = self.tokenizer.apply_chat_template(chat_history, tokenize=False,
-                                                  add_generation_prompt=add_generation_prompt)
+                                                  add_generation_prompt=add_generation_prompt,
+                                                  continue_final_message=not add_generation_prompt)
         bos = self.tokenizer.bos_token
         return text.removeprefix(bos) if bos else text  # the engine adds BOS when it tokenizes the prompt
 
