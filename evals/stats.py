@@ -27,17 +27,15 @@ BOOTSTRAP_CELLS = 1 << 20   # resample counts held at once: memory stays bounded
 
 
 def bootstrap_group_means(sums: np.ndarray, sizes: np.ndarray, iters: int = 2000, seed: int = 0) -> np.ndarray:
-    """Means of `iters` bootstrap resamples of whole groups (each given by its sum and its size). A resample
-    is a vector of multinomial counts per group, drawn a chunk of resamples at a time, so memory is about
-    BOOTSTRAP_CELLS numbers rather than iters x n indices."""
+    """Means of `iters` bootstrap resamples of whole groups (each given by its sum and its size), drawn a
+    chunk of resamples at a time, so memory is about BOOTSTRAP_CELLS indices rather than iters x n."""
     g = sums.size
     rng = np.random.default_rng(seed)
     rows = max(1, BOOTSTRAP_CELLS // g)
     means = np.empty(iters)
     for start in range(0, iters, rows):
-        k = min(rows, iters - start)
-        counts = rng.multinomial(g, np.full(g, 1.0 / g), size=k).astype(float)
-        means[start:start + k] = (counts @ sums) / (counts @ sizes)
+        picks = rng.integers(0, g, size=(min(rows, iters - start), g))
+        means[start:start + picks.shape[0]] = sums[picks].sum(axis=1) / sizes[picks].sum(axis=1)
     return means
 
 
