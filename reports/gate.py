@@ -114,11 +114,13 @@ def load_policy(path: Path | None, baseline_results: dict) -> tuple[Gates, str]:
 
 
 def check_policy_tasks(policy: Gates, tasks: list[str], source: str) -> None:
+    """per_task keys must name tasks of the run: a typo would silently fall back to the looser max_drop."""
+    where = source.removeprefix("baseline recipe ")
     for key in policy.per_task:
         if key not in tasks:
             near = difflib.get_close_matches(key, tasks, n=1)
             hint = f"; did you mean {near[0]!r}?" if near else f" (tasks: {', '.join(tasks)})"
-            raise GateInputError(f"policy {source}: per_task {key!r} names no task in the run{hint}")
+            raise GateInputError(f"{where}: per_task {key!r} names no task in the run{hint}")
 
 
 def _refuse_non_mean(task: str, entry: dict, where: str) -> None:
