@@ -8,8 +8,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from quant.recipe import Gates
-from reports.gate import GateInputError, compare, load_side, outcome, pick_variant
+from reports.gate import GateInputError, compare, load_policy, load_side, outcome, pick_variant
 from reports.gate_rules import RULES_ORDER
 
 
@@ -19,7 +18,7 @@ def main() -> None:
     ap.add_argument("--max-drop", type=float, default=None, help="default: the recipe's gates")
     args = ap.parse_args()
     results, _ = load_side(str(args.run))
-    gates = Gates.model_validate(results.get("recipe", {}).get("gates", {}))
+    gates, _ = load_policy(None, results)
     if args.max_drop is not None:
         gates = gates.model_copy(update={"max_drop": args.max_drop})
     baseline = pick_variant(results, None, default_baseline=True, label="baseline")

@@ -24,8 +24,8 @@ def main(run: Path) -> None:
             base, cand = item_scores(run, base_name, task, acc["metric"]), item_scores(run, name, task, acc["metric"])
             if not base or not cand:
                 continue
-            ids = sorted(set(base) & set(cand))
-            b, c = [base[i][1] for i in ids], [cand[i][1] for i in ids]
+            ids = sorted(set(base.items) & set(cand.items))
+            b, c = [base.items[i].score for i in ids], [cand.items[i].score for i in ids]
             p, u = paired_difference(b, c), unpaired_difference(b, c)
             pw, uw = p["ci95"][1] - p["ci95"][0], u["ci95"][1] - u["ci95"][0]
             print(f"{name:<20} {task:<16} {p['diff']:+7.3f} {pw:16.3f} {uw:15.3f} {pw / uw if uw else float('nan'):6.2f}")

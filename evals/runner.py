@@ -26,6 +26,18 @@ def _number(value) -> float | None:
     return None
 
 
+def _directions(config: dict) -> dict[str, dict]:
+    """Per metric, what its task config says: higher_is_better and the aggregation's name (the gate reads
+    both: a lower-is-better metric's drop is the increase; a non-mean aggregate cannot be paired)."""
+    out = {}
+    for m in config.get("metric_list", []):
+        name = m["metric"] if isinstance(m["metric"], str) else m["metric"].__name__
+        agg = m.get("aggregation", "mean")
+        out[name] = {"higher_is_better": bool(m.get("higher_is_better", True)),
+                     "aggregation": agg if isinstance(agg, str) else getattr(agg, "__name__", "custom")}
+    return out
+
+
 def evaluate_task(lm, task) -> tuple[dict, list[dict]]:
     """task: a recipe Task. -> (summary, samples). summary: {metric: {value, n, ci95}, "primary": name}."""
     import lm_eval
@@ -51,8 +63,12 @@ def evaluate_task(lm, task) -> tuple[dict, list[dict]]:
     docs = {s["doc_id"]: s.get("doc") or {} for s in raw}
     groups = [docs[r["doc_id"]].get("group") for r in samples]
     groups = groups if all(g is not None for g in groups) else None
+    for record, group in zip(samples, groups or []):
+        record["group"] = group   # the gate's paired interval resamples whole groups too
     scored = [ours for ours, _, _ in names if all(ours in r["metrics"] for r in samples)]
-    summary = {m: mean_ci([r["metrics"][m] for r in samples], groups) for m in scored}
+    direction = _directions(out["configs"][task.name])
+    summary = {m: mean_ci([r["metrics"][m] for r in samples], groups) | direction.get(m.split(",")[0], {})
+               for m in scored}
     summary["primary"] = primary_metric(task.name, scored)
     return summary, samples
 

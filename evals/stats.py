@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from scipy.stats import beta, binomtest
+from scipy.stats import t as student_t
 
 Z95 = 1.959963984540054
 
@@ -21,28 +23,47 @@ def wilson(successes: float, n: int, z: float = Z95) -> tuple[float, float]:
     return (low, high)
 
 
+BOOTSTRAP_CELLS = 1 << 20   # resample counts held at once: memory stays bounded whatever n and B
+
+
+def bootstrap_group_means(sums: np.ndarray, sizes: np.ndarray, iters: int = 2000, seed: int = 0) -> np.ndarray:
+    """Means of `iters` bootstrap resamples of whole groups (each given by its sum and its size), drawn a
+    chunk of resamples at a time, so memory is about BOOTSTRAP_CELLS indices rather than iters x n."""
+    g = sums.size
+    rng = np.random.default_rng(seed)
+    rows = max(1, BOOTSTRAP_CELLS // g)
+    means = np.empty(iters)
+    for start in range(0, iters, rows):
+        picks = rng.integers(0, g, size=(min(rows, iters - start), g))
+        means[start:start + picks.shape[0]] = sums[picks].sum(axis=1) / sizes[picks].sum(axis=1)
+    return means
+
+
+def _group_sums(values, groups) -> tuple[np.ndarray, np.ndarray]:
+    keys = sorted(set(groups), key=str)
+    index = {k: i for i, k in enumerate(keys)}
+    at = np.fromiter((index[g] for g in groups), dtype=int, count=len(groups))
+    return (np.bincount(at, weights=np.asarray(values, dtype=float), minlength=len(keys)),
+            np.bincount(at, minlength=len(keys)).astype(float))
+
+
+def _percentiles(means: np.ndarray, confidence: float = 0.95) -> tuple[float, float]:
+    alpha = 1 - confidence
+    return (float(np.quantile(means, alpha / 2)), float(np.quantile(means, 1 - alpha / 2)))
+
+
 def bootstrap_mean(values: list[float], iters: int = 2000, seed: int = 0) -> tuple[float, float]:
     arr = np.asarray(values, dtype=float)
     if arr.size == 0:
         return (0.0, 1.0)
-    idx = np.random.default_rng(seed).integers(0, arr.size, size=(iters, arr.size))
-    means = arr[idx].mean(axis=1)
-    return (float(np.quantile(means, 0.025)), float(np.quantile(means, 0.975)))
+    return _percentiles(bootstrap_group_means(arr, np.ones(arr.size), iters, seed))
 
 
 def cluster_bootstrap_mean(values: list[float], groups: list, iters: int = 2000, seed: int = 0
                            ) -> tuple[float, float]:
     """Percentile bootstrap that resamples whole groups: items of one group (variants of one problem, one
     template, one document) are not independent, and an item-level interval would be too narrow."""
-    keys = sorted(set(groups), key=str)
-    index = {k: i for i, k in enumerate(keys)}
-    sums, counts = np.zeros(len(keys)), np.zeros(len(keys))
-    for v, g in zip(values, groups):
-        sums[index[g]] += v
-        counts[index[g]] += 1
-    picks = np.random.default_rng(seed).integers(0, len(keys), size=(iters, len(keys)))
-    means = sums[picks].sum(axis=1) / counts[picks].sum(axis=1)
-    return (float(np.quantile(means, 0.025)), float(np.quantile(means, 0.975)))
+    return _percentiles(bootstrap_group_means(*_group_sums(values, groups), iters, seed))
 
 
 def mean_ci(values: list[float], groups: list | None = None) -> dict:
@@ -62,37 +83,85 @@ def mean_ci(values: list[float], groups: list | None = None) -> dict:
 
 
 def mcnemar_exact(lost: int, gained: int) -> float:
-    """Two-sided exact McNemar p-value: a binomial test on the discordant pairs."""
-    n = lost + gained
+    """Two-sided exact McNemar p-value: a binomial test (p = 1/2) on the discordant pairs."""
+    return float(binomtest(lost, lost + gained, 0.5).pvalue) if lost + gained else 1.0
+
+
+def _clopper_pearson(k: int, n: int, alpha: float) -> tuple[float, float]:
     if n == 0:
-        return 1.0
-    tail = sum(math.comb(n, k) for k in range(min(lost, gained) + 1)) / 2 ** n
-    return min(1.0, 2 * tail)
+        return (0.0, 1.0)
+    low = 0.0 if k == 0 else float(beta.ppf(alpha / 2, k, n - k + 1))
+    high = 1.0 if k == n else float(beta.ppf(1 - alpha / 2, k + 1, n - k))
+    return (low, high)
 
 
-def paired_difference(base: list[float], cand: list[float], z: float = Z95) -> dict:
-    """candidate - baseline on the same items: the mean difference with a 95% CI, flips and McNemar's p.
+def mcnemar_interval(lost: int, gained: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
+    """Interval for (gained - lost) / n that agrees with the exact McNemar test: the difference is the
+    discordant rate d/n times (2 x share gained - 1). The share's Clopper-Pearson interval excludes 1/2
+    exactly when McNemar's p < 1 - confidence; the rate's own Clopper-Pearson interval keeps the width
+    honest when few items flipped (no flips in 100 items: +-0.036, not 0)."""
+    alpha = 1 - confidence
+    rate_low, rate_high = _clopper_pearson(lost + gained, n, alpha)
+    share_low, share_high = _clopper_pearson(gained, lost + gained, alpha)
+    s_low, s_high = 2 * share_low - 1, 2 * share_high - 1
+    low = rate_high * s_low if s_low < 0 else rate_low * s_low
+    high = rate_high * s_high if s_high > 0 else rate_low * s_high
+    return (low, high)
 
-    For 0/1 scores the interval is Bonett-Price's adjusted Wald for paired proportions (sane when no item
-    flipped); for graded scores, a normal interval on the per-item differences.
+
+def _t_interval(d: np.ndarray, confidence: float) -> tuple[float, float, float | None]:
+    n, mean = d.size, float(d.mean())
+    sd = float(d.std(ddof=1)) if n > 1 else math.nan
+    if not math.isfinite(sd):
+        return (-math.inf, math.inf, None)
+    if sd == 0:
+        return (mean, mean, 1.0 if mean == 0 else 0.0)
+    se = sd / math.sqrt(n)
+    half = float(student_t.ppf(0.5 + confidence / 2, n - 1)) * se
+    return (mean - half, mean + half, float(2 * student_t.sf(abs(mean) / se, n - 1)))
+
+
+def _cluster_interval(d: np.ndarray, groups: list, confidence: float) -> tuple[float, float, float]:
+    means = bootstrap_group_means(*_group_sums(d, groups))
+    low, high = _percentiles(means, confidence)
+    p = min(1.0, 2 * min(float((means <= 0).mean()), float((means >= 0).mean())))
+    return (low, high, p)
+
+
+def paired_difference(base: list[float], cand: list[float], groups: list | None = None,
+                      confidence: float = 0.95, higher_is_better: bool = True) -> dict:
+    """The candidate's change against the baseline on the same items: mean, interval, flips and the p-value
+    of the test the interval inverts (so the interval excludes 0 exactly when p < 1 - confidence).
+
+    `diff` and `ci95` are oriented so that positive is better (candidate - baseline, negated when lower is
+    better); `lost`/`gained` count items the candidate scored worse/better on. The test, by data:
+    - items in groups (some group with several items): paired cluster bootstrap of per-group differences;
+    - 0/1 scores: exact McNemar, with the interval of `mcnemar_interval`;
+    - graded scores: a t interval on the per-item differences (and its t-test p).
     """
     b, c = np.asarray(base, dtype=float), np.asarray(cand, dtype=float)
     if b.shape != c.shape:
         raise ValueError(f"paired scores need the same items ({b.size} vs {c.size})")
+    if b.size == 0:
+        raise ValueError("paired scores need at least one item")
     n = b.size
-    lost, gained = int((c < b).sum()), int((c > b).sum())
-    diff = float((c - b).mean()) if n else 0.0
+    d = (c - b) if higher_is_better else (b - c)
+    lost, gained = int((d < 0).sum()), int((d > 0).sum())
     binary = bool(np.isin(b, (0.0, 1.0)).all() and np.isin(c, (0.0, 1.0)).all())
-    if binary:
-        p_lost, p_gained = (lost + 1) / (n + 2), (gained + 1) / (n + 2)
-        centre = p_gained - p_lost
-        half = z * math.sqrt(max(p_lost + p_gained - centre ** 2, 0.0) / (n + 2))
-        low, high = centre - half, centre + half
+    grouped = groups is not None and len(groups) == n and 1 < len(set(groups)) < n
+    out = {"n": n, "diff": float(d.mean()), "lost": lost, "gained": gained, "mcnemar_p": None,
+           "method": "paired", "confidence": confidence}
+    if grouped:
+        low, high, p = _cluster_interval(d, groups, confidence)
+        out.update(test="paired cluster bootstrap", groups=len(set(groups)))
+    elif binary:
+        low, high = mcnemar_interval(lost, gained, n, confidence)
+        p = out["mcnemar_p"] = mcnemar_exact(lost, gained)
+        out.update(test="exact McNemar")
     else:
-        half = z * float((c - b).std(ddof=1)) / math.sqrt(n) if n > 1 else math.inf
-        low, high = diff - half, diff + half
-    return {"n": n, "diff": diff, "ci95": [max(low, -1.0), min(high, 1.0)], "lost": lost, "gained": gained,
-            "mcnemar_p": mcnemar_exact(lost, gained) if binary else None, "method": "paired"}
+        low, high, p = _t_interval(d, confidence)
+        out.update(test="paired t")
+    return out | {"ci95": [low, high], "p": p}
 
 
 def unpaired_difference(base: list[float], cand: list[float], z: float = Z95) -> dict:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, is_dataclass
 from typing import Any, Iterable, Mapping
 
@@ -14,12 +15,28 @@ def _as_dict(record: Any) -> Mapping[str, Any]:
     return asdict(record) if is_dataclass(record) else record
 
 
+def samples_needed(stat: str) -> int:
+    """Samples a percentile needs before at least one lies above it (p99: 100, p99.9: 1000); with fewer,
+    "p99" is an interpolation towards the maximum, not a 99th percentile. Means and p50 need 1-2."""
+    if not stat.startswith("p"):
+        return 1
+    return math.ceil(100 / (100 - float(stat[1:])) - 1e-9)
+
+
+def reliable(stats: Mapping[str, Any] | None, stat: str, requests: int | None = None) -> bool:
+    """Whether stats[stat] rests on enough samples. Stats written before they carried their own count
+    ("n") fall back to `requests` (a point's successful requests); with neither, no."""
+    n = (stats or {}).get("n", requests)
+    return n is not None and n >= samples_needed(stat)
+
+
 def stats_ms(values_s: Iterable[float]) -> dict[str, float | None]:
-    """mean and p50/p90/p95/p99/p99.9 in milliseconds (numpy's "linear" percentiles); None when empty."""
+    """mean and p50/p90/p95/p99/p99.9 in milliseconds (numpy's "linear" percentiles), and n, the samples
+    they come from (see `reliable`); None when empty."""
     arr = np.asarray(list(values_s), dtype=float) * 1000.0
     if arr.size == 0:
-        return {"mean": None, **{f"p{p:g}": None for p in PERCENTILES}}
-    out = {"mean": float(arr.mean())}
+        return {"mean": None, **{f"p{p:g}": None for p in PERCENTILES}, "n": 0}
+    out = {"mean": float(arr.mean()), "n": int(arr.size)}
     for p in PERCENTILES:
         out[f"p{p:g}"] = float(np.percentile(arr, p, method="linear"))
     return out

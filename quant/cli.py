@@ -9,8 +9,12 @@ import sys
 from pathlib import Path
 
 from quant.recipe import RecipeError
+from reports.gate_rules import ERROR, EXIT, INCONCLUSIVE, PASS, REGRESSION
 
-EXIT_OK, EXIT_FAIL, EXIT_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 130
+EXIT_OK, EXIT_FAIL, EXIT_ERROR, EXIT_INCONCLUSIVE = EXIT[PASS], EXIT[REGRESSION], EXIT[ERROR], EXIT[INCONCLUSIVE]
+EXIT_INTERRUPTED = 130
+# Commands that read stored results: any failure of theirs is bad input (exit 2), never a traceback.
+READERS = ("gate", "choose", "compare", "report")
 
 SWEEP_EXIT_CODES = """exit codes:
   0    every variant ok, or declared unsupported by the engine (recorded, scored in-process)
@@ -74,26 +78,33 @@ def _sweep_exit(results: dict, only: list[str] | None, allow_failed: bool) -> in
 
 
 def cmd_gate(args) -> int:
-    from reports.gate import EXIT, GateInputError, compare, load_policy, load_side, outcome, pick_variant
-    from reports.gate_output import format_checks, junit_xml, markdown
+    from reports.gate import GateInputError, check_policy_tasks, compare, load_policy, load_side, outcome, pick_variant
+    from reports.gate_output import as_json, format_checks, junit_xml, markdown
 
     try:
         base_results, base_variant = load_side(args.baseline)
         cand_results, cand_variant = load_side(args.candidate)
         baseline = pick_variant(base_results, base_variant, default_baseline=True, label="--baseline")
         candidate = pick_variant(cand_results, cand_variant, default_baseline=False, label="--candidate")
-        policy = load_policy(Path(args.policy) if args.policy else None, cand_results)
+        policy, source = load_policy(Path(args.policy) if args.policy else None, base_results)
+        check_policy_tasks(policy, list(baseline.get("accuracy", {})), source)
         if args.rule:
             policy = policy.model_copy(update={"rule": args.rule})
-        checks = compare(baseline, candidate, policy)
+        checks = compare(baseline, candidate, policy, args.allow_partial_overlap)
     except GateInputError as exc:
         print(f"gate error: {exc}", file=sys.stderr)
-        return EXIT["error"]
-    print(format_checks(checks, baseline["name"], candidate["name"], policy.rule))
-    if args.junit:
-        Path(args.junit).write_text(junit_xml(checks, f"quant-gate.{candidate['name']}"))
-    if args.markdown:
-        Path(args.markdown).write_text(markdown(checks, baseline["name"], candidate["name"], policy.rule))
+        return EXIT_ERROR
+    names = (baseline["name"], candidate["name"], policy.rule, source)
+    print(format_checks(checks, *names))
+    outputs = ((args.junit, lambda: junit_xml(checks, f"quant-gate.{candidate['name']}", source)),
+               (args.markdown, lambda: markdown(checks, *names)), (args.json, lambda: as_json(checks, *names)))
+    for path, render in outputs:
+        if path:
+            try:
+                Path(path).write_text(render())
+            except OSError as exc:
+                print(f"gate error: {path}: cannot write ({exc.strerror})", file=sys.stderr)
+                return EXIT_ERROR
     return EXIT[outcome(checks)]
 
 
@@ -112,7 +123,7 @@ def cmd_choose(args) -> int:
     except (GateInputError, ChooseError) as exc:
         print(f"choose error: {exc}", file=sys.stderr)
         return EXIT_ERROR
-    engine_args = results["recipe"].get("engine", {}).get("args", {})
+    engine_args = results.get("recipe", {}).get("engine", {}).get("args", {})
     command = {t: serve_command(c.checkpoint, c.variant, engine_args, cuda=args.cuda)
                for t, c in choices.items() if c}
     constraints = f"drop <= {args.max_drop:.3f}" + "".join(f", {s}" for s in slos)
@@ -141,15 +152,17 @@ def cmd_choose(args) -> int:
 
 
 def cmd_report(args) -> int:
-    from quant.store import read_json
     from reports.render import render_all
+    from reports.results_file import ResultsError, read_results
 
     path = Path(args.run)
     results_path = path / "results.json" if path.is_dir() else path
-    if not results_path.is_file():
-        print(f"report error: {results_path}: no such file", file=sys.stderr)
+    try:
+        results = read_results(results_path)
+    except ResultsError as exc:
+        print(f"report error: {exc}", file=sys.stderr)
         return EXIT_ERROR
-    for written in render_all(results_path.parent, read_json(results_path)):
+    for written in render_all(results_path.parent, results):
         print(written)
     if args.screenshot:
         from reports.screenshot import NoBrowser, screenshot
@@ -183,7 +196,7 @@ def cmd_compare(args) -> int:
 
     try:
         a, b = load_run(args.run_a), load_run(args.run_b)
-    except (LookupError, OSError, ValueError) as exc:
+    except (LookupError, OSError, ValueError) as exc:   # ResultsError is a ValueError
         print(f"compare error: {exc}", file=sys.stderr)
         return EXIT_ERROR
     rows = compare(a, b)
@@ -295,11 +308,14 @@ def build_parser() -> argparse.ArgumentParser:
     g = sub.add_parser("gate", help="0 pass, 1 regression, 2 bad input, 3 inconclusive (more items needed)")
     g.add_argument("--baseline", required=True, help="run dir or results.json[:VARIANT] (default: its baseline)")
     g.add_argument("--candidate", required=True, help="run dir or results.json[:VARIANT]")
-    g.add_argument("--policy", help="YAML like a recipe's gates: section (default: the candidate recipe's gates)")
+    g.add_argument("--policy", help="YAML like a recipe's gates: section (default: the BASELINE run's recipe gates)")
     g.add_argument("--rule", choices=["point", "significant", "non-inferiority"],
                    help="override the policy's rule (default: point)")
     g.add_argument("--junit", help="write JUnit XML here (one test case per task and metric)")
     g.add_argument("--markdown", help="write a Markdown summary here (for a pull-request comment)")
+    g.add_argument("--json", help="write the checks as JSON here")
+    g.add_argument("--allow-partial-overlap", action="store_true",
+                   help="gate on the items both sides scored when their item sets differ (default: exit 2)")
     g.set_defaults(func=cmd_gate)
 
     c = sub.add_parser("choose", help="the variant to deploy per task, why, and its serve command")
@@ -364,6 +380,12 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted: finished stages are cached; re-run to continue", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except Exception as exc:  # noqa: BLE001 - a reader's crash is bad input, never a verdict (exit 1)
+        if args.command not in READERS:
+            raise
+        print(f"{args.command} error: {args.run if hasattr(args, 'run') else 'input'}: unexpected "
+              f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}", file=sys.stderr)
+        return EXIT_ERROR
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from quant.store import read_json
+from reports.results_file import read_results, validate_results
 
 SCHEMA = """CREATE TABLE IF NOT EXISTS runs (
     run_id TEXT PRIMARY KEY, recipe_name TEXT, recipe_hash TEXT, model TEXT, git_commit TEXT,
@@ -69,13 +69,13 @@ def load_run(ref: str) -> dict:
     """A run id (or unique prefix) from the history, or a run directory / results.json."""
     path = Path(ref)
     if path.exists():
-        return read_json(path / "results.json" if path.is_dir() else path)
+        return read_results(path)
     with _connect() as con:
         rows = con.execute("SELECT run_id, results FROM runs WHERE run_id LIKE ?", (ref + "%",)).fetchall()
     if len(rows) != 1:
         raise LookupError(f"{ref}: {'no run' if not rows else 'several runs'} with that id in {db_path()} "
                           f"and no such path")
-    return json.loads(rows[0][1])
+    return validate_results(json.loads(rows[0][1]), f"history run {rows[0][0]}")
 
 
 def compare(a: dict, b: dict) -> list[dict]:

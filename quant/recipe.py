@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
@@ -189,18 +189,24 @@ class Task(Strict):
         return self.model_dump(exclude={"name", "label", "limit"}, exclude_defaults=True)
 
 
+Fraction = Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)]
+
+
 class PerfGates(Strict):
-    max_throughput_drop: float | None = Field(default=None, ge=0, le=1)  # fraction of baseline output tok/s
-    ttft_p99_ms: float | None = Field(default=None, gt=0)                # SLO on the candidate's TTFT p99
-    tpot_p99_ms: float | None = Field(default=None, gt=0)
+    max_throughput_drop: Fraction | None = None   # fraction of baseline output tok/s
+    # One run per side moves by a few percent on its own: a single-run drop within this much of
+    # max_throughput_drop is inconclusive (repeat the level, e.g. concurrency: [16, 16, 16], to decide).
+    throughput_noise: float = Field(default=0.05, ge=0, lt=1, allow_inf_nan=False)
+    ttft_p99_ms: float | None = Field(default=None, gt=0, allow_inf_nan=False)  # SLO on the candidate's TTFT p99
+    tpot_p99_ms: float | None = Field(default=None, gt=0, allow_inf_nan=False)
 
 
 class Gates(Strict):
     """When a candidate counts as a regression (see reports/gate_rules.py for the rules)."""
     rule: Literal["point", "significant", "non-inferiority"] = "point"
-    max_drop: float = Field(default=0.05, ge=0, le=1)   # absolute accuracy (fraction) a task may lose
-    max_relative_drop: float | None = Field(default=None, ge=0, le=1)  # fraction of the baseline's score
-    per_task: dict[str, float] = Field(default_factory=dict)
+    max_drop: Fraction = 0.05                        # absolute accuracy (fraction) a task may lose
+    max_relative_drop: Fraction | None = None        # fraction of the baseline's score
+    per_task: dict[str, Fraction] = Field(default_factory=dict)   # task key -> its own max_drop
     min_n: int = Field(default=30, ge=1)                 # fewer paired items than this: inconclusive
     confidence: float = Field(default=0.95, gt=0.5, lt=1)
     perf: PerfGates = Field(default_factory=PerfGates)
@@ -211,7 +217,7 @@ class Gates(Strict):
     def margin_for(self, task: str, baseline_score: float) -> float:
         margin = self.max_drop_for(task)
         if self.max_relative_drop is not None:
-            margin = min(margin, self.max_relative_drop * baseline_score)
+            margin = min(margin, self.max_relative_drop * abs(baseline_score))
         return margin
 
 

@@ -68,7 +68,7 @@ def candidates(results: dict, task: str, max_drop: float, slos: list[Slo], objec
     ok, rejected = [], {}
     for name, v in results["variants"].items():
         acc, point = v.get("accuracy", {}).get(task), headline_point(v)
-        if v["status"] != "ok" or point is None or acc is None:
+        if v["status"] != "ok" or point is None or acc is None or not v.get("checkpoint"):
             rejected[name] = f"{v['status']}: {_short(v.get('reason') or 'not served')}"
             continue
         drop = base["value"] - acc["value"]

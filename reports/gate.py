@@ -1,19 +1,27 @@
-"""`quant gate`: does a candidate lose more than allowed against a baseline, and does the data say so?"""
+"""`quant gate`: does a candidate lose more than allowed against a baseline, and does the data say so?
+
+Every figure of an accuracy check (both scores, the drop, its interval, n, items needed) comes from the
+same items: those both sides scored (same doc_id, same prompt). Anything that is not a measured verdict
+is a GateInputError (exit 2)."""
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
+from pydantic import ValidationError
 
 from quant.recipe import Gates
-from quant.store import read_json
-from reports.gate_rules import INCONCLUSIVE, PASS, REGRESSION, Verdict, decide, z_for
-from reports.samples import ItemMismatch, paired_between
-from reports.table import headline_point
+from reports.metric_kinds import higher_is_better, is_mean_metric
+from reports.gate_rules import EXIT, INCONCLUSIVE, PASS, REGRESSION, Verdict, decide
+from reports.results_file import ResultsError, read_results
+from reports.samples import ItemFileError, ItemMismatch, ItemScores, item_scores, paired_scores
 
-EXIT = {PASS: 0, REGRESSION: 1, "error": 2, INCONCLUSIVE: 3}
+__all__ = ["EXIT", "Check", "GateInputError", "compare", "load_policy", "load_side", "outcome", "pick_variant"]
+
+MEAN_TOLERANCE = 1e-6
 
 
 class GateInputError(Exception):
@@ -26,13 +34,18 @@ class Check:
     metric: str
     baseline: float
     candidate: float
+    drop: float          # positive is worse (baseline - candidate, or the reverse when lower is better)
     margin: float
     verdict: Verdict
     comparison: dict = field(default_factory=dict)   # paired statistics, where per-item scores exist
+    evidence: str = ""   # what the figures were computed from
+    n_baseline: int | None = None
+    n_candidate: int | None = None
+    n_paired: int | None = None
 
     @property
-    def drop(self) -> float:
-        return self.baseline - self.candidate
+    def partial_overlap(self) -> bool:
+        return self.n_paired is not None and not (self.n_paired == self.n_baseline == self.n_candidate)
 
     @property
     def passed(self) -> bool:
@@ -50,11 +63,10 @@ def load_side(spec: str) -> tuple[dict, str | None]:
     if not path.is_file():
         raise GateInputError(f"{spec}: no results.json there")
     try:
-        results = read_json(path)
-    except ValueError as exc:
-        raise GateInputError(f"{path}: not valid JSON ({exc})") from None
-    results["_run_dir"] = str(path.parent)
-    return results, variant
+        results = read_results(path)
+    except ResultsError as exc:
+        raise GateInputError(str(exc)) from None
+    return results | {"_run_dir": str(path.parent), "_path": str(path)}, variant
 
 
 def pick_variant(results: dict, variant: str | None, default_baseline: bool, label: str) -> dict:
@@ -68,86 +80,129 @@ def pick_variant(results: dict, variant: str | None, default_baseline: bool, lab
             raise GateInputError(f"{label}: the run has several variants; name one as PATH:VARIANT "
                                  f"(one of {', '.join(names)})")
     if variant not in results["variants"]:
-        raise GateInputError(f"{label}: no variant {variant!r} (have {', '.join(names)})")
-    return results["variants"][variant] | {"name": variant, "_run_dir": results.get("_run_dir")}
+        raise GateInputError(f"{results['_path']}: no variant {variant!r} (have {', '.join(names)})")
+    return results["variants"][variant] | {"name": variant, "_run_dir": results.get("_run_dir"),
+                                           "_path": results.get("_path")}
 
 
-def load_policy(path: Path | None, candidate_results: dict) -> Gates:
+def _first_line(exc: Exception) -> str:
+    if isinstance(exc, ValidationError):
+        e = exc.errors()[0]
+        return f"{'.'.join(map(str, e['loc'])) or '(policy)'}: {e['msg'].removeprefix('Value error, ')}"
+    return str(exc).splitlines()[0]
+
+
+def load_policy(path: Path | None, baseline_results: dict) -> tuple[Gates, str]:
+    """The policy from --policy, else the BASELINE run's recipe gates (never the candidate's own), and a
+    line saying which was used."""
     if path is None:
-        return Gates.model_validate(candidate_results.get("recipe", {}).get("gates", {}))
+        where = baseline_results.get("_path", "baseline run")
+        gates = baseline_results.get("recipe", {}).get("gates")
+        if gates is None:
+            return Gates(), f"defaults (no --policy; baseline run {where} records no gates)"
+        try:
+            return Gates.model_validate(gates), f"baseline recipe {where}"
+        except ValidationError as exc:
+            raise GateInputError(f"{where}: recipe.gates: {_first_line(exc)}") from None
     try:
-        return Gates.model_validate(yaml.safe_load(Path(path).read_text()) or {})
+        data = yaml.safe_load(Path(path).read_text()) or {}
+        if not isinstance(data, dict):
+            raise ValueError("a policy is a YAML mapping like a recipe's gates: section")
+        return Gates.model_validate(data), f"{path}"
     except (OSError, yaml.YAMLError, ValueError) as exc:
-        raise GateInputError(f"policy {path}: {str(exc).splitlines()[0]}") from None
+        raise GateInputError(f"{path}: {_first_line(exc)}") from None
 
 
-def paired(baseline: dict, candidate: dict, task: str, metric: str, confidence: float) -> dict | None:
+def check_policy_tasks(policy: Gates, tasks: list[str], source: str) -> None:
+    """per_task keys must name tasks of the run: a typo would silently fall back to the looser max_drop."""
+    where = source.removeprefix("baseline recipe ")
+    for key in policy.per_task:
+        if key not in tasks:
+            near = difflib.get_close_matches(key, tasks, n=1)
+            hint = f"; did you mean {near[0]!r}?" if near else f" (tasks: {', '.join(tasks)})"
+            raise GateInputError(f"{where}: per_task {key!r} names no task in the run{hint}")
+
+
+def _refuse_non_mean(task: str, entry: dict, where: str) -> None:
+    if not is_mean_metric(entry):
+        raise GateInputError(f"{where}: {task}: metric {entry['metric']!r} is not a mean of per-item scores "
+                             f"(corpus-level or perplexity-style); the gate pairs items and cannot gate it")
+
+
+def _check_is_mean(task: str, entry: dict, items: ItemScores) -> None:
+    mean = items.mean()
+    if abs(mean - entry["value"]) > MEAN_TOLERANCE * max(1.0, abs(entry["value"])):
+        raise GateInputError(f"{items.path}: {task}: reported {entry['metric']} {entry['value']:.6g} is not the "
+                             f"mean of its {len(items.items)} per-item values ({mean:.6g}); the gate only gates "
+                             f"metrics whose score is that mean")
+
+
+def _items(side: dict, task: str, metric: str) -> ItemScores | None:
     try:
-        return paired_between(baseline.get("_run_dir"), baseline["name"], candidate.get("_run_dir"),
-                              candidate["name"], task, metric, z=z_for(confidence))
-    except ItemMismatch as exc:
+        return item_scores(side.get("_run_dir"), side["name"], task, metric)
+    except ItemFileError as exc:
         raise GateInputError(str(exc)) from None
 
 
-def accuracy_check(task: str, base: dict, cand: dict, baseline: dict, candidate: dict, policy: Gates) -> Check:
+def accuracy_check(task: str, base: dict, cand: dict, baseline: dict, candidate: dict, policy: Gates,
+                   allow_partial_overlap: bool = False) -> Check:
+    for entry, side in ((base, baseline), (cand, candidate)):
+        _refuse_non_mean(task, entry, side["_path"])
+    if cand["metric"] != base["metric"]:
+        raise GateInputError(f"{candidate['_path']}: {task}: metric {cand['metric']!r}, baseline has "
+                             f"{base['metric']!r}")
+    better_up = higher_is_better(base)
     margin = policy.margin_for(task, base["value"])
-    drop = base["value"] - cand["value"]
-    stats = paired(baseline, candidate, task, base["metric"], policy.confidence)
-    if stats is None:
-        if policy.rule != "point":
-            raise GateInputError(f"{task}: rule {policy.rule!r} needs per-item scores "
-                                 f"(variants/<name>/evals/{task}.jsonl next to results.json)")
-        low = high = drop
-        n = min(base["n"], cand["n"])
-    else:
-        low, high = 0.0 - stats["ci95"][1], 0.0 - stats["ci95"][0]
-        n = stats["n"]
-    verdict = decide(policy.rule, drop, low, high, n, margin, policy.min_n, policy.confidence)
-    return Check(task, base["metric"], base["value"], cand["value"], margin, verdict, stats or {})
+    base_items, cand_items = _items(baseline, task, base["metric"]), _items(candidate, task, base["metric"])
+    if base_items and cand_items:
+        _check_is_mean(task, base, base_items)
+        _check_is_mean(task, cand, cand_items)
+        try:
+            stats = paired_scores(base_items, cand_items, task, policy.confidence, better_up)
+        except ItemMismatch as exc:
+            raise GateInputError(f"{cand_items.path}: {exc}") from None
+        nb, nc, n = stats["n_baseline"], stats["n_candidate"], stats["n_paired"]
+        evidence = f"{n} paired items"
+        if not nb == nc == n:
+            evidence += f" of {nb} baseline / {nc} candidate items (partial overlap)"
+            if not allow_partial_overlap:
+                raise GateInputError(f"{cand_items.path}: {task}: the sides were scored on different items "
+                                     f"(baseline {nb}, candidate {nc}, {n} in common); re-run on the same items, "
+                                     f"or pass --allow-partial-overlap to gate on the {n} shared items")
+        drop, low, high = -stats["diff"], -stats["ci95"][1], -stats["ci95"][0]
+        verdict = decide(policy.rule, drop, low, high, n, margin, policy.min_n, policy.confidence,
+                         stats["test"], stats["p"])
+        return Check(task, base["metric"], stats["baseline_mean"], stats["candidate_mean"], drop, margin, verdict,
+                     stats, evidence, nb, nc, n)
+    if policy.rule != "point":
+        raise GateInputError(f"{baseline['_path']}: {task}: rule {policy.rule!r} needs per-item scores on both "
+                             f"sides (variants/<name>/evals/{task}.jsonl next to results.json)")
+    if base["n"] != cand["n"]:
+        raise GateInputError(f"{candidate['_path']}: {task}: no per-item files and the sides scored different "
+                             f"numbers of items ({base['n']} vs {cand['n']}): their means are not comparable")
+    drop = (base["value"] - cand["value"]) * (1 if better_up else -1)
+    verdict = decide("point", drop, drop, drop, base["n"], margin, policy.min_n, policy.confidence)
+    return Check(task, base["metric"], base["value"], cand["value"], drop, margin, verdict, {},
+                 f"whole-run means of {base['n']} items each (no per-item files; items not verified equal)",
+                 base["n"], cand["n"], None)
 
 
-def perf_checks(baseline: dict, candidate: dict, policy: Gates) -> list[Check]:
-    rules = policy.perf
-    if not any(v is not None for v in rules.model_dump().values()):
-        return []
-    base_point, cand_point = headline_point(baseline), headline_point(candidate)
-    if cand_point is None:
-        raise GateInputError(f"perf gates set but candidate {candidate['name']} has no perf results "
-                             f"(status {candidate.get('status')}: {candidate.get('reason')})")
-    checks = []
-    if rules.max_throughput_drop is not None:
-        if base_point is None:
-            raise GateInputError(f"baseline {baseline['name']} has no perf results")
-        base_tps, cand_tps = base_point["output_tokens_per_s"], cand_point["output_tokens_per_s"]
-        allowed = base_tps * (1 - rules.max_throughput_drop)
-        ok = cand_tps >= allowed
-        reason = f"{cand_tps:.0f} tok/s {'>=' if ok else '<'} {allowed:.0f} allowed"
-        checks.append(Check("perf", "output_tok_s", base_tps, cand_tps, base_tps - allowed,
-                            Verdict(PASS if ok else REGRESSION, reason)))
-    for metric, slo in (("ttft_ms", rules.ttft_p99_ms), ("tpot_ms", rules.tpot_p99_ms)):
-        if slo is None:
-            continue
-        value = (cand_point.get(metric) or {}).get("p99")
-        base_value = (base_point or {}).get(metric, {}).get("p99", float("nan"))
-        ok = value is not None and value <= slo
-        checks.append(Check("perf", f"{metric[:-3]}_p99_ms", base_value, value if value is not None else float("nan"),
-                            slo, Verdict(PASS if ok else REGRESSION, f"p99 {value} ms vs SLO {slo} ms")))
-    return checks
+def compare(baseline: dict, candidate: dict, policy: Gates, allow_partial_overlap: bool = False) -> list[Check]:
+    from reports.gate_perf import perf_checks
 
-
-def compare(baseline: dict, candidate: dict, policy: Gates) -> list[Check]:
     checks = []
     for task, base in baseline.get("accuracy", {}).items():
         cand = candidate.get("accuracy", {}).get(task)
         if cand is None:
-            raise GateInputError(f"candidate {candidate['name']} has no result for task {task} "
-                                 f"(status {candidate.get('status')}: {candidate.get('reason')})")
-        checks.append(accuracy_check(task, base, cand, baseline, candidate, policy))
+            raise GateInputError(f"{candidate['_path']}: candidate {candidate['name']} has no result for task "
+                                 f"{task} (status {candidate.get('status')}: {candidate.get('reason')})")
+        checks.append(accuracy_check(task, base, cand, baseline, candidate, policy, allow_partial_overlap))
     if not checks:
-        raise GateInputError(f"baseline {baseline['name']} has no accuracy results")
+        raise GateInputError(f"{baseline['_path']}: baseline {baseline['name']} has no accuracy results")
     return checks + perf_checks(baseline, candidate, policy)
 
 
 def outcome(checks: list[Check]) -> str:
     outcomes = {c.verdict.outcome for c in checks}
     return REGRESSION if REGRESSION in outcomes else INCONCLUSIVE if INCONCLUSIVE in outcomes else PASS
+

@@ -1,7 +1,9 @@
-"""What `quant gate` writes: console table, JUnit XML (one case per task and metric), Markdown summary."""
+"""What `quant gate` writes: console table, JUnit XML (one case per task and metric), Markdown, JSON."""
 
 from __future__ import annotations
 
+import json
+import math
 from xml.sax.saxutils import escape, quoteattr
 
 from reports.gate import Check, outcome
@@ -19,30 +21,51 @@ def _interval(c: Check) -> str:
 def _flips(c: Check) -> str:
     if not c.comparison:
         return "-"
-    p = c.comparison.get("mcnemar_p")
+    p = c.comparison.get("p")
     return f"-{c.comparison['lost']}/+{c.comparison['gained']}" + (f" p={p:.3g}" if p is not None else "")
+
+
+def _items(c: Check) -> str:
+    if c.n_paired is None:
+        return "-" if c.n_baseline is None else f"{c.n_baseline} (means)"
+    if c.partial_overlap:
+        return f"{c.n_paired} of {c.n_baseline}/{c.n_candidate}"
+    return str(c.n_paired)
 
 
 def _extra(c: Check) -> str:
     needed = c.verdict.items_needed
-    return f"; ~{needed} items would decide it" if needed else ""
+    return (f"; ~{needed} items would decide it" if needed else "") + (f"; {c.evidence}" if c.evidence else "")
 
 
-def format_checks(checks: list[Check], baseline: str, candidate: str, rule: str) -> str:
+def _num(x: float, fmt: str) -> str:
+    return format(x, fmt) if isinstance(x, int | float) and math.isfinite(x) else "-"
+
+
+def header(baseline: str, candidate: str, rule: str, policy_source: str) -> list[str]:
+    return [f"gate: {candidate} vs {baseline} (rule {rule})", f"policy: {policy_source}"]
+
+
+def format_checks(checks: list[Check], baseline: str, candidate: str, rule: str, policy_source: str = "") -> str:
     tw = max([18, *(len(c.task) for c in checks)])
     mw = max([14, *(len(c.metric) for c in checks)])
-    lines = [f"gate: {candidate} vs {baseline} (rule {rule})",
-             f"{'task':<{tw}} {'metric':<{mw}} {'baseline':>9} {'candidate':>9} {'drop':>8} {'drop CI':>15} "
-             f"{'margin':>7} {'flips':>16}  result"]
+    lines = header(baseline, candidate, rule, policy_source) + [
+        f"{'task':<{tw}} {'metric':<{mw}} {'items':>14} {'baseline':>9} {'candidate':>9} {'drop':>8} {'drop CI':>15} "
+        f"{'margin':>7} {'flips':>16}  result"]
     for c in checks:
-        lines.append(f"{c.task:<{tw}} {c.metric:<{mw}} {c.baseline:9.3f} {c.candidate:9.3f} {c.drop:+8.3f} "
-                     f"{_interval(c):>15} {c.margin:7.3f} {_flips(c):>16}  {LABEL[c.verdict.outcome]}"
-                     f"  ({c.verdict.reason}{_extra(c)})")
+        lines.append(f"{c.task:<{tw}} {c.metric:<{mw}} {_items(c):>14} {_num(c.baseline, '9.3f'):>9} "
+                     f"{_num(c.candidate, '9.3f'):>9} {_num(c.drop, '+8.3f'):>8} {_interval(c):>15} {c.margin:7.3f} "
+                     f"{_flips(c):>16}  {LABEL[c.verdict.outcome]}  ({c.verdict.reason}{_extra(c)})")
     lines.append(f"overall: {LABEL[outcome(checks)]}")
     return "\n".join(lines)
 
 
-def junit_xml(checks: list[Check], suite: str) -> str:
+def _numbers(c: Check) -> dict:
+    return {"n_baseline": c.n_baseline, "n_candidate": c.n_candidate, "n_paired": c.n_paired,
+            "partial_overlap": c.partial_overlap}
+
+
+def junit_xml(checks: list[Check], suite: str, policy_source: str = "") -> str:
     failures = sum(c.verdict.outcome == "regression" for c in checks)
     skipped = sum(c.verdict.outcome == "inconclusive" for c in checks)
     cases = []
@@ -50,20 +73,39 @@ def junit_xml(checks: list[Check], suite: str) -> str:
         message = quoteattr(c.verdict.reason + _extra(c))
         body = {"pass": "", "regression": f"<failure message={message}/>",
                 "inconclusive": f"<skipped message={message}/>"}[c.verdict.outcome]
+        props = "".join(f'<property name="{k}" value="{escape(str(v))}"/>' for k, v in
+                        (_numbers(c) | {"evidence": c.evidence, "test": c.comparison.get("test")}).items()
+                        if v is not None)
         cases.append(f'  <testcase classname="{escape(suite)}" name="{escape(c.task)}.{escape(c.metric)}">'
-                     f"{body}</testcase>")
+                     f"<properties>{props}</properties>{body}</testcase>")
     return (f'<?xml version="1.0" encoding="utf-8"?>\n<testsuite name="{escape(suite)}" tests="{len(checks)}" '
-            f'failures="{failures}" skipped="{skipped}">\n' + "\n".join(cases) + "\n</testsuite>\n")
+            f'failures="{failures}" skipped="{skipped}">\n'
+            f'  <properties><property name="policy" value={quoteattr(policy_source)}/></properties>\n'
+            + "\n".join(cases) + "\n</testsuite>\n")
 
 
-def markdown(checks: list[Check], baseline: str, candidate: str, rule: str) -> str:
+def markdown(checks: list[Check], baseline: str, candidate: str, rule: str, policy_source: str = "") -> str:
     icon = {"pass": "✅", "regression": "❌", "inconclusive": "⚠️"}
     lines = [f"### quant gate: `{candidate}` vs `{baseline}` — {icon[outcome(checks)]} "
-             f"{LABEL[outcome(checks)]} (rule `{rule}`)", "",
-             "| task | metric | baseline | candidate | drop | drop 95% CI | margin | flips (−/+) | verdict |",
-             "|---|---|---:|---:|---:|---:|---:|---:|---|"]
+             f"{LABEL[outcome(checks)]} (rule `{rule}`)", "", f"Policy: {policy_source}", "",
+             "| task | metric | items (paired of baseline/candidate) | baseline | candidate | drop | drop CI | margin "
+             "| flips (−/+) | verdict |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---|"]
     for c in checks:
-        lines.append(f"| {c.task} | {c.metric} | {c.baseline:.3f} | {c.candidate:.3f} | {c.drop:+.3f} | "
-                     f"{_interval(c)} | {c.margin:.3f} | {_flips(c)} | {icon[c.verdict.outcome]} "
-                     f"{c.verdict.reason}{_extra(c)} |")
+        lines.append(f"| {c.task} | {c.metric} | {_items(c)} | {_num(c.baseline, '.3f')} | {_num(c.candidate, '.3f')} "
+                     f"| {_num(c.drop, '+.3f')} | {_interval(c)} | {c.margin:.3f} | {_flips(c)} "
+                     f"| {icon[c.verdict.outcome]} {c.verdict.reason}{_extra(c)} |")
     return "\n".join(lines) + "\n"
+
+
+def as_json(checks: list[Check], baseline: str, candidate: str, rule: str, policy_source: str = "") -> str:
+    finite = lambda x: x if isinstance(x, int | float) and math.isfinite(x) else None
+    return json.dumps({
+        "baseline": baseline, "candidate": candidate, "rule": rule, "policy": policy_source,
+        "outcome": outcome(checks),
+        "checks": [{"task": c.task, "metric": c.metric, "outcome": c.verdict.outcome, "reason": c.verdict.reason,
+                    "items_needed": c.verdict.items_needed, "baseline": finite(c.baseline),
+                    "candidate": finite(c.candidate), "drop": finite(c.drop), "margin": c.margin,
+                    "drop_ci": None if not c.comparison else [-c.comparison["ci95"][1], -c.comparison["ci95"][0]],
+                    "test": c.comparison.get("test"), "p": c.comparison.get("p"), "evidence": c.evidence,
+                    **_numbers(c)} for c in checks]}, indent=2) + "\n"

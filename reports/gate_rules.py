@@ -5,6 +5,9 @@ drop = baseline - candidate (positive is worse); [low, high] is its confidence i
 - significant: a regression only when the drop is statistically significant *and* beyond the margin.
 - non-inferiority: a pass only when the interval's upper end is within the margin.
 When the data cannot decide, the verdict is "inconclusive" with roughly how many items would decide it.
+"Significant" means the interval excludes 0, and the interval is the one the named test inverts (exact
+McNemar for 0/1 items, paired t for graded ones, paired cluster bootstrap for grouped ones), so a verdict
+never calls a drop significant beside p >= 1 - confidence.
 """
 
 from __future__ import annotations
@@ -13,7 +16,9 @@ import math
 from dataclasses import dataclass
 from statistics import NormalDist
 
-PASS, REGRESSION, INCONCLUSIVE = "pass", "regression", "inconclusive"
+PASS, REGRESSION, INCONCLUSIVE, ERROR = "pass", "regression", "inconclusive", "error"
+# Exit codes of `quant gate` (and, for 0/1/2, of every `quant` command): defined here only.
+EXIT = {PASS: 0, REGRESSION: 1, ERROR: 2, INCONCLUSIVE: 3}
 RULES_ORDER = ("point", "significant", "non-inferiority")
 POWER = 0.8
 
@@ -37,8 +42,16 @@ def items_to_resolve(sd: float, distance: float, confidence: float) -> int | Non
     return math.ceil((z * sd / distance) ** 2)
 
 
+def _evidence(test: str | None, p: float | None, low: float, high: float) -> str:
+    shown = [f"{test} p={p:.3g}"] if test and p is not None else [test] if test else []
+    return ", ".join(shown + [f"CI {low:+.3f}..{high:+.3f}"])
+
+
 def decide(rule: str, drop: float, low: float, high: float, n: int, margin: float, min_n: int,
-           confidence: float) -> Verdict:
+           confidence: float, test: str | None = None, p: float | None = None) -> Verdict:
+    """`test` and `p`: the test whose inversion [low, high] is (named in the reason)."""
+    if not all(math.isfinite(x) for x in (drop, low, high, margin)):
+        return Verdict(INCONCLUSIVE, f"not a finite comparison (drop {drop}, CI {low}..{high}): cannot decide")
     sd = (high - low) / (2 * z_for(confidence)) * math.sqrt(n) if n else math.inf
     if n < min_n:
         return Verdict(INCONCLUSIVE, f"only {n} paired items (min_n {min_n})", min_n)
@@ -46,19 +59,19 @@ def decide(rule: str, drop: float, low: float, high: float, n: int, margin: floa
         if drop > margin + 1e-12:
             return Verdict(REGRESSION, f"drop {drop:.3f} > margin {margin:.3f}")
         return Verdict(PASS, f"drop {drop:.3f} <= margin {margin:.3f}")
+    evidence = _evidence(test, p, low, high)
     if rule == "significant":
         if drop <= margin + 1e-12:
             return Verdict(PASS, f"drop {drop:.3f} within margin {margin:.3f}")
         if low > 0:
-            return Verdict(REGRESSION, f"drop {drop:.3f} > margin {margin:.3f} and significant "
-                                       f"(CI {low:+.3f}..{high:+.3f})")
-        return Verdict(INCONCLUSIVE, f"drop {drop:.3f} > margin {margin:.3f} but not significant "
-                                     f"(CI {low:+.3f}..{high:+.3f})", items_to_resolve(sd, drop, confidence))
+            return Verdict(REGRESSION, f"drop {drop:.3f} > margin {margin:.3f} and significant ({evidence})")
+        return Verdict(INCONCLUSIVE, f"drop {drop:.3f} > margin {margin:.3f} but not significant ({evidence})",
+                       items_to_resolve(sd, drop, confidence))
     if rule == "non-inferiority":
         if high <= margin + 1e-12:
-            return Verdict(PASS, f"upper bound {high:+.3f} <= margin {margin:.3f}")
+            return Verdict(PASS, f"upper bound {high:+.3f} <= margin {margin:.3f} ({evidence})")
         if low > margin:
-            return Verdict(REGRESSION, f"lower bound {low:+.3f} > margin {margin:.3f}")
-        return Verdict(INCONCLUSIVE, f"CI {low:+.3f}..{high:+.3f} straddles margin {margin:.3f}",
-                       items_to_resolve(sd, abs(margin - drop), confidence))
+            return Verdict(REGRESSION, f"lower bound {low:+.3f} > margin {margin:.3f} ({evidence})")
+        return Verdict(INCONCLUSIVE, f"CI {low:+.3f}..{high:+.3f} straddles margin {margin:.3f}"
+                       + (f" ({test})" if test else ""), items_to_resolve(sd, abs(margin - drop), confidence))
     raise ValueError(f"unknown gate rule {rule!r}")

@@ -6,7 +6,7 @@ import base64
 import html
 from pathlib import Path
 
-from reports.markdown import CHECKPOINT_HEADERS, checkpoint_rows, mb, num, paired_cell, server_memory
+from reports.markdown import CHECKPOINT_HEADERS, checkpoint_rows, mb, num, p99_cell, paired_cell, server_memory
 from reports.table import headline_concurrency, memory_target, rows_for_task, tasks_of
 
 STYLE = """body{font-family:system-ui,sans-serif;margin:2rem;color:#222}table{border-collapse:collapse;margin:1rem 0}
@@ -14,7 +14,7 @@ td,th{border:1px solid #ccc;padding:.3rem .6rem;text-align:right}td{white-space:
 tr.pareto{background:#eefbe9}.bad{color:#b00}.warn{color:#a60}img{max-width:100%}"""
 
 
-HEADERS = ("", "variant", "accuracy [95% CI]", "Δ vs baseline", "paired Δ [95% CI], lost/gained, McNemar p",
+HEADERS = ("", "variant", "accuracy [95% CI]", "Δ vs baseline", "paired Δ [95% CI], lost/gained, p",
            "KL vs baseline", "out tok/s", "TTFT p99 ms", "TPOT p99 ms", "E2E p99 ms", "goodput req/s",
            "max rate meeting SLO", "size", "server memory", "KV bytes/token", "max seqs", "status")
 
@@ -27,7 +27,8 @@ def render_html(results: dict, png: Path | None, run_dir: Path | None = None) ->
              f"<p>Model <code>{e(str(results['model']))}</code>, baseline <b>{e(results['baseline'])}</b>. "
              f"Perf at concurrency {c}. Green rows are Pareto-optimal (accuracy, output tokens/s, E2E p99 latency, size). "
              f"<i>Paired</i>: difference to the baseline on the same items (95% CI), items lost/gained, "
-             f"McNemar's exact p. <i>KL</i>: mean KL divergence (nats/token) of next-token distributions from the "
+             f"p of the test the interval inverts (exact McNemar for 0/1 scores, paired t for graded ones, cluster "
+             f"bootstrap for grouped items). A p99 marked * rests on fewer than 100 requests. <i>KL</i>: mean KL divergence (nats/token) of next-token distributions from the "
              f"baseline's, on its own answers. <i>Goodput</i>: requests/s meeting every SLO bound; <i>max rate</i>: "
              f"the highest rate a rate search found to meet the SLO. <i>Max seqs</i>: sequences of the first workload's length whose KV cache fits "
              f"beside the weights on {e(memory_target(results))} (activations ignored).</p>"]
@@ -43,7 +44,8 @@ def render_html(results: dict, png: Path | None, run_dir: Path | None = None) ->
                      ("bad" if r.delta is not None and r.delta < -0.02 else "",
                       "-" if r.delta is None else f"{r.delta:+.3f}"),
                      ("", e(paired_cell(r))), ("", num(r.kl, ".4f")), ("", num(r.out_tok_s, ".0f")),
-                     ("", num(r.ttft_p99_ms, ".1f")), ("", num(r.tpot_p99_ms, ".2f")), ("", num(r.e2e_p99_ms, ".0f")),
+                     ("", p99_cell(r, r.ttft_p99_ms, ".1f", "*")), ("", p99_cell(r, r.tpot_p99_ms, ".2f", "*")),
+                     ("", p99_cell(r, r.e2e_p99_ms, ".0f", "*")),
                      ("", num(r.goodput_rps, ".1f")), ("", num(r.max_rate_meeting_slo, ".2f")), ("", mb(r.size_bytes)),
                      ("", server_memory(r)), ("", num(r.kv_bytes_per_token, ",d")), ("", num(r.max_sequences, ",d")),
                      ("" if r.status == "ok" else "warn", e(status))]

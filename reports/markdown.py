@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from perf.metrics import samples_needed
 from reports.table import headline_concurrency, memory_target, metric_of, rows_for_task, tasks_of
 
 
@@ -23,12 +24,26 @@ def num(x: float | None, fmt: str) -> str:
 
 
 def paired_cell(r) -> str:
-    """Δ against the baseline on the same items: paired 95% CI, flips (right→wrong/wrong→right), McNemar p."""
+    """Δ against the baseline on the same items: paired 95% CI, items worse/better, and the p of the test the
+    interval inverts (exact McNemar for 0/1 items, paired t for graded ones, cluster bootstrap for groups)."""
     if not r.paired:
         return "-"
     p = r.paired
-    mcnemar = f" p={p['mcnemar_p']:.2g}" if p.get("mcnemar_p") is not None else ""
-    return f"[{p['ci95'][0]:+.3f}, {p['ci95'][1]:+.3f}] −{p['lost']}/+{p['gained']}{mcnemar}"
+    shown = f" p={p['p']:.2g}" if p.get("p") is not None else ""
+    return f"[{p['ci95'][0]:+.3f}, {p['ci95'][1]:+.3f}] −{p['lost']}/+{p['gained']}{shown}"
+
+
+P99_FOOTNOTE = ("\\* p99 from fewer than 100 requests: an interpolation towards the slowest request, not a 99th "
+                "percentile (raise the workload's requests_per_level).")
+
+
+def p99_unreliable(r) -> bool:
+    return r.out_tok_s is not None and (r.p99_samples is None or r.p99_samples < samples_needed("p99"))
+
+
+def p99_cell(r, value: float | None, fmt: str, mark: str = "\\*") -> str:
+    """A p99 column's value, marked where fewer than 100 samples stand behind it."""
+    return num(value, fmt) + (mark if value is not None and p99_unreliable(r) else "")
 
 
 def render_markdown(results: dict, run_dir=None) -> str:
@@ -37,7 +52,8 @@ def render_markdown(results: dict, run_dir=None) -> str:
              f"Baseline: **{results['baseline']}**. Perf at concurrency {c} (highest measured level). "
              "★ = Pareto-optimal over accuracy, output tokens/s, E2E p99 latency and size. 95% CIs in brackets; "
              "*paired* = the difference to the baseline on the same items (95% CI), items lost/gained, "
-             "McNemar's exact p; *KL*: mean KL divergence (nats/token) of next-token distributions from the "
+             "p of the test the interval inverts (exact McNemar for 0/1 scores, paired t for graded ones, "
+             "cluster bootstrap for grouped items); *KL*: mean KL divergence (nats/token) of next-token distributions from the "
              "baseline's on its own answers. *goodput*: requests/s meeting every SLO bound; *max rate*: the highest "
              "rate a rate search found to meet the SLO. *KV/tok*: KV-cache bytes per token (from the model config); *max seqs*: sequences "
              f"of the first workload's length whose KV cache fits beside the weights on {memory_target(results)} "
@@ -54,10 +70,12 @@ def render_markdown(results: dict, run_dir=None) -> str:
             delta = f"{r.delta:+.3f}" if r.delta is not None else "-"
             status = r.status + (" (in-process eval)" if r.backend == "inprocess" else "")
             lines.append(f"| {'★' if r.pareto else ''} | {r.variant} | {acc} | {delta} | {paired_cell(r)} "
-                         f"| {num(r.kl, '.4f')} | {num(r.out_tok_s, '.0f')} | {num(r.ttft_p99_ms, '.1f')} "
-                         f"| {num(r.tpot_p99_ms, '.2f')} | {num(r.e2e_p99_ms, '.0f')} | {num(r.goodput_rps, '.1f')} "
+                         f"| {num(r.kl, '.4f')} | {num(r.out_tok_s, '.0f')} | {p99_cell(r, r.ttft_p99_ms, '.1f')} "
+                         f"| {p99_cell(r, r.tpot_p99_ms, '.2f')} | {p99_cell(r, r.e2e_p99_ms, '.0f')} | {num(r.goodput_rps, '.1f')} "
                          f"| {num(r.max_rate_meeting_slo, '.2f')} | {mb(r.size_bytes)} | {server_memory(r)} "
                          f"| {num(r.kv_bytes_per_token, ',d')} | {num(r.max_sequences, ',d')} | {status} |")
+        if any(p99_unreliable(r) for r in rows):
+            lines += ["", P99_FOOTNOTE]
         lines.append("")
     lines += checkpoints_table(results)
     failures = [(n, v) for n, v in results["variants"].items() if v["status"] != "ok"]

@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from reports.samples import ItemMismatch, paired_between
+from reports.metric_kinds import higher_is_better
+from reports.samples import ItemFileError, ItemMismatch, paired_between
 
 
 @dataclass
@@ -23,6 +24,7 @@ class Row:
     e2e_p99_ms: float | None
     size_bytes: int | None
     rss_bytes: int | None
+    p99_samples: int | None = None   # fewest samples behind the p99 columns (< 100: marked, not a p99)
     gpu_bytes: int | None = None  # device memory the server held (CUDA)
     kv_bytes_per_token: int | None = None
     max_sequences: int | None = None   # of the first workload's length, in the KV cache beside the weights
@@ -35,11 +37,27 @@ class Row:
 
 def headline_point(variant: dict) -> dict | None:
     """The perf point a table shows: the highest concurrency of the first closed-loop workload."""
+    points = headline_points(variant)
+    return points[0] if points else None
+
+
+def headline_points(variant: dict) -> list[dict]:
+    """Every run of the headline level (a workload may list a level several times to repeat it)."""
     for workload in variant.get("perf", {}).values():
         points = [p for p in workload.get("points") or [] if "concurrency" in p]
         if points:
-            return max(points, key=lambda p: p["concurrency"])
-    return None
+            top = max(p["concurrency"] for p in points)
+            return [p for p in points if p["concurrency"] == top]
+    return []
+
+
+def p99_samples(point: dict | None) -> int | None:
+    """The fewest samples behind the point's TTFT/TPOT/E2E p99 (see perf.metrics.reliable)."""
+    if not point:
+        return None
+    requests = point["n"] - point.get("errors", 0) if "n" in point else None
+    counts = [(point.get(k) or {}).get("n", requests) for k in ("ttft_ms", "tpot_ms", "e2e_ms")]
+    return min((c for c in counts if c is not None), default=None)
 
 
 def max_rate_meeting_slo(variant: dict) -> float | None:
@@ -77,12 +95,13 @@ def metric_of(results: dict, task: str) -> str:
                  if task in v.get("accuracy", {})), "accuracy")
 
 
-def paired_vs_baseline(results: dict, run_dir: Path | None, variant: str, task: str, metric: str) -> dict | None:
+def paired_vs_baseline(results: dict, run_dir: Path | None, variant: str, task: str, entry: dict) -> dict | None:
     if run_dir is None or variant == results["baseline"]:
         return None
     try:
-        return paired_between(run_dir, results["baseline"], run_dir, variant, task, metric)
-    except ItemMismatch:
+        return paired_between(run_dir, results["baseline"], run_dir, variant, task, entry["metric"],
+                              higher_is_better=higher_is_better(entry))
+    except (ItemMismatch, ItemFileError):   # a report still renders; `quant gate` says what is wrong
         return None
 
 
@@ -100,11 +119,12 @@ def rows_for_task(results: dict, task: str, run_dir: Path | None = None) -> list
             delta=(acc["value"] - base["value"]) if acc and base else None,
             out_tok_s=point["output_tokens_per_s"] if point else None,
             ttft_p99_ms=latency("ttft_ms"), tpot_p99_ms=latency("tpot_ms"), e2e_p99_ms=latency("e2e_ms"),
+            p99_samples=p99_samples(point),
             size_bytes=v.get("size_bytes"), rss_bytes=v.get("memory", {}).get("server_rss_bytes"),
             gpu_bytes=v.get("memory", {}).get("server_gpu_bytes"),
             kv_bytes_per_token=v.get("memory", {}).get("kv_bytes_per_token"),
             max_sequences=v.get("memory", {}).get("max_sequences"),
-            paired=paired_vs_baseline(results, run_dir, name, task, acc["metric"]) if acc else None,
+            paired=paired_vs_baseline(results, run_dir, name, task, acc) if acc else None,
             kl=(acc.get("kl") or {}).get("value") if acc else None,
             goodput_rps=point.get("goodput_rps") if point else None,
             max_rate_meeting_slo=max_rate_meeting_slo(v)))

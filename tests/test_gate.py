@@ -15,7 +15,7 @@ def variant(acc: dict[str, float], tok_s=100.0, status="ok"):
             "checkpoint": "/ckpt", "size_bytes": 1,
             "accuracy": {t: {"metric": "exact_match", "value": v, "n": 200, "ci95": [v - .05, v + .05]}
                          for t, v in acc.items()},
-            "perf": {"w": {"points": [{"concurrency": 16, "output_tokens_per_s": tok_s,
+            "perf": {"w": {"points": [{"concurrency": 16, "output_tokens_per_s": tok_s, "n": 200, "errors": 0,
                                        "ttft_ms": {"p99": 10.0}, "tpot_ms": {"p99": 2.0}}]}} if status == "ok" else {}}
 
 
@@ -116,8 +116,10 @@ def test_every_rule_catches_a_real_drop_and_passes_a_rerun(paired_run, rule, tmp
 def test_inconclusive_is_exit_3_with_items_needed(paired_run, tmp_path):
     md = tmp_path / "gate.md"
     code, out = quant("gate", "--baseline", str(paired_run), "--candidate", f"{paired_run}:tiny",
-                      "--rule", "significant", "--markdown", str(md), "--junit", str(tmp_path / "j.xml"))
+                      "--rule", "significant", "--markdown", str(md), "--junit", str(tmp_path / "j.xml"),
+                      "--allow-partial-overlap")
     assert code == 3, out
+    assert "10 of 200/10" in out and "partial overlap" in md.read_text()
     assert "items would decide it" in out and "INCONCLUSIVE" in md.read_text()
     assert 'skipped="1"' in (tmp_path / "j.xml").read_text()
 

@@ -14,8 +14,9 @@ REPO = Path(__file__).resolve().parent.parent
 def results(started: str, math: float) -> dict:
     return {"recipe_name": "demo", "recipe_hash": "abcdef1234" + started[-2:], "model": "demo",
             "baseline": "bf16", "started": started, "finished": started,
-            "variants": {"bf16": {"accuracy": {"math": {"metric": "exact_match", "value": math}}},
-                         "w4": {"accuracy": {"math": {"metric": "exact_match", "value": math - 0.1}}}}}
+            "variants": {name: {"status": "ok", "accuracy": {"math": {"metric": "exact_match", "value": value,
+                                                                      "n": 100, "ci95": [value - .1, value + .1]}}}
+                         for name, value in (("bf16", math), ("w4", math - 0.1))}}
 
 
 def test_record_list_and_compare(tmp_path, monkeypatch):

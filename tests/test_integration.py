@@ -146,11 +146,15 @@ def test_gate_on_real_results(sweep):
     run = root / "run"
     code, out, _ = quant("gate", "--baseline", str(run), "--candidate", f"{run}:w4a16-rtn")
     assert code == 0, out
+    LABEL = {"point": "PASS", "significant": "PASS", "non-inferiority": "INCONCLUSIVE"}
     for rule in ("point", "significant", "non-inferiority"):
         code, out, _ = quant("gate", "--baseline", str(run), "--candidate", f"{run}:bf16", "--rule", rule,
                              "--markdown", str(root / "gate.md"))
-        assert code == 0, out
-        assert "-0/+0" in out and "PASS" in (root / "gate.md").read_text()
+        # no flips in arc_easy's 4 items: the exact interval reaches 0.60, so non-inferiority within 0.5
+        # cannot be shown there (inconclusive, exit 3); every other task passes under every rule
+        assert code == (3 if rule == "non-inferiority" else 0), out
+        assert all("PASS" in line for line in out.splitlines() if line.startswith(("demo_", "gsm8k")))
+        assert "-0/+0" in out and LABEL[rule] in (root / "gate.md").read_text()
 
 
 def test_sweep_is_recorded_in_history(sweep):

@@ -18,7 +18,7 @@ import pytest
 from perf.engines import EngineStartError, VLLMServer, engine_flags, resolve_engine_python, serve_command
 from perf.engines.process import error_reason
 from perf.loadgen import RequestRecord, run_closed_loop
-from perf.metrics import summarize
+from perf.metrics import reliable, samples_needed, summarize
 from perf.run import _warnings, run_workload
 from quant.recipe_perf import Workload
 
@@ -39,15 +39,19 @@ def test_summarize_exact_percentiles():
     # ttft ms = [10, 20, 30, 40]; linear: p90 at rank 2.7 -> 37, p99 at rank 2.97 -> 39.7
     # p95 at rank 2.85 -> 38.5, p99.9 at rank 2.997 -> 39.97
     assert s["ttft_ms"] == pytest.approx({"mean": 25.0, "p50": 25.0, "p90": 37.0, "p95": 38.5, "p99": 39.7,
-                                          "p99.9": 39.97})
+                                          "p99.9": 39.97, "n": 4})
     # tpot = (e2e - ttft) / 10 = [10, 20, 30, 40] ms
     assert s["tpot_ms"]["p99"] == pytest.approx(39.7)
     # itl pooled: ten each of 10, 20, 30, 40 ms -> p90 = 40 (rank 35.1 lies in the 40s)
     assert s["itl_ms"] == pytest.approx({"mean": 25.0, "p50": 25.0, "p90": 40.0, "p95": 40.0, "p99": 40.0,
-                                         "p99.9": 40.0})
+                                         "p99.9": 40.0, "n": 40})
     assert s["e2e_ms"]["p90"] == pytest.approx(407.0) and s["e2e_ms"]["p99"] == pytest.approx(436.7)
     assert "goodput_rps" not in s
     assert s["requests_per_s"] == pytest.approx(2.0)
+    # 4 requests carry a p50 but no p99: it is recorded with its n, and `reliable` says so
+    assert reliable(s["ttft_ms"], "p50") and not reliable(s["ttft_ms"], "p99")
+    assert reliable(s["itl_ms"], "p90") and not reliable(s["itl_ms"], "p99")
+    assert (samples_needed("p99"), samples_needed("p99.9"), samples_needed("mean")) == (100, 1000, 1)
     assert s["output_tokens_per_s"] == pytest.approx(22.0)
     assert s["input_tokens_per_s"] == pytest.approx(20.0)
 

@@ -1,0 +1,99 @@
+"""Perf checks of `quant gate`, honest about noise.
+
+Throughput: with the headline level repeated on both sides (a workload listing it several times, e.g.
+concurrency: [16, 16, 16]), a Welch t interval on log(tok/s) gives the ratio's interval and decides like
+non-inferiority. With one run per side, a drop within `throughput_noise` of the limit is inconclusive.
+Latency SLOs on a p99: inconclusive when the p99 rests on fewer than 100 samples (it is then the maximum,
+interpolated, not a 99th percentile) or was not measured.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy.stats import t as student_t
+
+from perf.metrics import reliable, samples_needed
+from quant.recipe import Gates
+from reports.gate import Check, GateInputError
+from reports.gate_rules import INCONCLUSIVE, PASS, REGRESSION, Verdict
+from reports.table import headline_points
+
+
+def _ratio_interval(base: list[float], cand: list[float], confidence: float) -> tuple[float, float, float]:
+    """Welch t interval for cand/base from repeated runs (on the log scale): (ratio, low, high)."""
+    lb, lc = np.log(base), np.log(cand)
+    vb, vc = lb.var(ddof=1) / lb.size, lc.var(ddof=1) / lc.size
+    diff = float(lc.mean() - lb.mean())
+    se = math.sqrt(vb + vc)
+    if se == 0:
+        return (math.exp(diff),) * 3
+    df = (vb + vc) ** 2 / (vb ** 2 / (lb.size - 1) + vc ** 2 / (lc.size - 1))
+    half = float(student_t.ppf(0.5 + confidence / 2, df)) * se
+    return math.exp(diff), math.exp(diff - half), math.exp(diff + half)
+
+
+def throughput_check(baseline: dict, candidate: dict, policy: Gates) -> Check:
+    rules, limit = policy.perf, policy.perf.max_throughput_drop
+    base_runs = [p["output_tokens_per_s"] for p in headline_points(baseline)]
+    cand_runs = [p["output_tokens_per_s"] for p in headline_points(candidate)]
+    if not base_runs:
+        raise GateInputError(f"{baseline['_path']}: baseline {baseline['name']} has no perf results")
+    if min(base_runs + cand_runs) <= 0:
+        return Check("perf", "output_tok_s", base_runs[0], cand_runs[0], math.nan, limit,
+                     Verdict(INCONCLUSIVE, "a run measured no output tokens/s"), evidence="headline level")
+    base_mean, cand_mean = float(np.mean(base_runs)), float(np.mean(cand_runs))
+    if len(base_runs) > 1 and len(cand_runs) > 1:
+        ratio, low, high = _ratio_interval(base_runs, cand_runs, policy.confidence)
+        drop, drop_low, drop_high = 1 - ratio, 1 - high, 1 - low
+        ci = f"drop {drop:+.1%}, {policy.confidence:.0%} CI {drop_low:+.1%}..{drop_high:+.1%} (Welch t on log tok/s)"
+        outcome = PASS if drop_high <= limit else REGRESSION if drop_low > limit else INCONCLUSIVE
+        evidence = f"{len(base_runs)} vs {len(cand_runs)} repeated runs"
+        reason = f"{ci} vs limit {limit:.1%}"
+    else:
+        drop, noise = 1 - cand_mean / base_mean, rules.throughput_noise
+        outcome = PASS if drop <= limit - noise else REGRESSION if drop > limit + noise else INCONCLUSIVE
+        evidence = "one run per side"
+        reason = f"drop {drop:+.1%} vs limit {limit:.1%} (single runs, noise band +-{noise:.0%})"
+        if outcome == INCONCLUSIVE:
+            reason += "; repeat the headline level (e.g. concurrency: [16, 16, 16]) to decide"
+    return Check("perf", "output_tok_s", base_mean, cand_mean, drop, limit, Verdict(outcome, reason),
+                 evidence=evidence)
+
+
+def slo_check(baseline: dict, candidate: dict, metric: str, slo: float) -> Check:
+    base_point, cand_point = (headline_points(baseline) or [{}])[0], headline_points(candidate)[0]
+    stats = cand_point.get(metric) or {}
+    value = stats.get("p99")
+    requests = cand_point.get("n", 0) - cand_point.get("errors", 0) if "n" in cand_point else None
+    base_value = (base_point.get(metric) or {}).get("p99")
+    name = f"{metric[:-3]}_p99_ms"
+    nan = float("nan")
+    row = lambda verdict, evidence: Check("perf", name, base_value if base_value is not None else nan,
+                                          value if value is not None else nan, nan, slo, verdict,
+                                          evidence=evidence)
+    if value is None or not math.isfinite(value):
+        return row(Verdict(INCONCLUSIVE, f"p99 not measured (SLO {slo:g} ms)"), "headline level")
+    samples = stats.get("n", requests)
+    evidence = f"p99 of {samples if samples is not None else 'an unknown number of'} samples"
+    if not reliable(stats, "p99", requests):
+        return row(Verdict(INCONCLUSIVE, f"p99 {value:.1f} ms from {samples or 'too few'} samples: a p99 needs "
+                           f">= {samples_needed('p99')} (raise requests_per_level)"), evidence)
+    ok = value <= slo
+    return row(Verdict(PASS if ok else REGRESSION, f"p99 {value:.1f} ms {'<=' if ok else '>'} SLO {slo:g} ms"),
+               evidence)
+
+
+def perf_checks(baseline: dict, candidate: dict, policy: Gates) -> list[Check]:
+    rules = policy.perf
+    if rules.max_throughput_drop is None and rules.ttft_p99_ms is None and rules.tpot_p99_ms is None:
+        return []
+    if not headline_points(candidate):
+        raise GateInputError(f"{candidate['_path']}: perf gates set but candidate {candidate['name']} has no perf "
+                             f"results (status {candidate.get('status')}: {candidate.get('reason')})")
+    checks = [throughput_check(baseline, candidate, policy)] if rules.max_throughput_drop is not None else []
+    for metric, slo in (("ttft_ms", rules.ttft_p99_ms), ("tpot_ms", rules.tpot_p99_ms)):
+        if slo is not None:
+            checks.append(slo_check(baseline, candidate, metric, slo))
+    return checks
