@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from evals.code_scoring import mbpp_program
+from evals.code_scoring import Program, humaneval_program, mbpp_program
 
 # An opening fence with an optional language tag, then the block up to its closing fence or the end of text.
 FENCED = re.compile(r"^[ \t]*```[ \t]*([\w+-]*)[^\n]*\n(.*?)(?:^[ \t]*```|\Z)", re.DOTALL | re.MULTILINE)
@@ -37,14 +37,14 @@ def code_in_answer(answer: str, opened: bool) -> str:
     return answer
 
 
-def humaneval_instruct_program(doc: dict, answer: str) -> str:
+def humaneval_instruct_program(doc: dict, answer: str) -> Program:
     """The prompt (signature and docstring) + the completed body, or + the answer's own full function (a
     function left with only its docstring is valid Python, and the new definition replaces it)."""
     code = code_in_answer(answer, opened=True)
     if not answer.partition("```")[0].strip():
         code = "\n" + code
-    return f"{doc['prompt']}{code}\n\n{doc['test']}\ncheck({doc['entry_point']})\n"
+    return humaneval_program(doc, code)
 
 
-def mbpp_instruct_program(doc: dict, answer: str) -> str:
+def mbpp_instruct_program(doc: dict, answer: str) -> Program:
     return mbpp_program(doc, code_in_answer(answer, opened=True))

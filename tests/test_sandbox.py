@@ -132,11 +132,13 @@ def test_a_sweep_with_code_tasks_is_refused_before_any_work(no_bubblewrap, monke
 
 
 def test_lm_evals_own_code_tasks_need_the_opt_in_even_with_bubblewrap():
-    with pytest.raises(IsolationRequired, match="mbpp_instruct runs model-generated code through lm-eval's own"):
-        check_code_isolation([Task(name="mbpp_instruct")])
+    # humaneval_multi_line_infilling is lm-eval's own (unsafe_code: true); mbpp_instruct is ours (evals/tasks), so sandboxed
+    with pytest.raises(IsolationRequired, match="humaneval_multi_line_infilling runs model-generated code through lm-eval's"):
+        check_code_isolation([Task(name="humaneval_multi_line_infilling")])
     with permit_unisolated(True):
-        assert check_code_isolation([Task(name="mbpp_instruct"), Task(name="demo_code"), Task(name="demo_math")]) \
-            == {"mbpp_instruct": "host", "demo_code": "sandbox"}
+        tasks = [Task(name=n) for n in ("humaneval_multi_line_infilling", "mbpp_instruct", "demo_code", "demo_math")]
+        assert check_code_isolation(tasks) == {"humaneval_multi_line_infilling": "host", "mbpp_instruct": "sandbox",
+                                               "demo_code": "sandbox"}
 
 
 def test_no_cgroup_is_left_behind(monkeypatch):
