@@ -5,12 +5,24 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
+import threading
 from pathlib import Path
 
 from quant.recipe import RecipeError, load_recipe
 
 EXIT_OK, EXIT_FAIL, EXIT_ERROR = 0, 1, 2
+EXIT_INTERRUPTED, EXIT_TERMINATED = 130, 143   # Ctrl-C, SIGTERM (128 + signal number, as a shell reports)
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, handled like Ctrl-C: every server and quantizer stopped, finished stages kept."""
+
+
+def _on_sigterm(signum, frame) -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)   # a second one must not cut the clean-up short
+    raise Terminated()
 
 
 def _offline_defaults() -> None:
@@ -315,14 +327,17 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     _offline_defaults()
     args = build_parser().parse_args(argv)
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         return args.func(args)
     except RecipeError as exc:
         print(f"recipe error: {exc}", file=sys.stderr)
         return EXIT_ERROR
-    except KeyboardInterrupt:
-        print("interrupted: finished stages are cached; re-run to continue", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:
+        what = "terminated" if isinstance(exc, Terminated) else "interrupted"
+        print(f"{what}: finished stages are cached; re-run to continue", file=sys.stderr)
+        return EXIT_TERMINATED if isinstance(exc, Terminated) else EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":
