@@ -132,12 +132,14 @@ def test_a_tied_command_and_its_children_die_with_a_sigkilled_owner(tmp_path):
         run_tied([sys.executable, "-c", SERVER + "\\n"], grace_s=5)
     """, tmp_path)
     deadline = time.monotonic() + 30
-    while not (tree := [p.pid for p in psutil.Process(owner.pid).children(recursive=True)])[3:]:
+    while not (tree := psutil.Process(owner.pid).children(recursive=True))[3:]:
         assert time.monotonic() < deadline
         time.sleep(0.05)
+    segments = {m.path for p in tree for m in p.memory_maps() if m.path.startswith("/dev/shm/psm_")}
     owner.kill()
     owner.wait()
-    assert _wait_gone(tree) == []
+    assert _wait_gone([p.pid for p in tree]) == []
+    assert len(segments) == 1 and not os.path.exists(segments.pop())
 
 
 def test_unisolated_generated_code_dies_with_a_sigkilled_sweep(tmp_path):

@@ -50,6 +50,7 @@ class Sweep:
                                       "--cache-dir", str(cache)], cwd=REPO, env=env, text=True,
                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         self.lines: list[str] = []
+        self.started = time.monotonic()
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
 
@@ -167,7 +168,8 @@ def test_sigkill_at_any_point_leaves_nothing_running_and_a_rerun_finishes_identi
         sweep = Sweep(recipe, run, cache, tag)
         sweep.wait_for(point, ready)
         time.sleep(after_s)
-        kills[point] = _kill(sweep, tag)
+        ran_s = time.monotonic() - sweep.started
+        kills[point] = {**_kill(sweep, tag), "ran_s": round(ran_s)}
         logs.append(sweep.log)
         return sweep
 
@@ -188,8 +190,10 @@ def test_sigkill_at_any_point_leaves_nothing_running_and_a_rerun_finishes_identi
 
     last = Sweep(recipe, run, cache, tag)
     assert last.finish() == 0, last.log[-3000:]
+    last_s = time.monotonic() - last.started
     logs.append(last.log)
-    assert re.search(r"removed \d+ unfinished", last.log) and not list((cache / "checkpoints").glob(".*"))
+    assert re.search(r"removed \d+ unfinished", last.log)
+    assert not list(cache.rglob(".*")) and not list(run.rglob(".*")), "temporary files or staging directories left"
     assert not _carrying(tag)
 
     # every stage computed once over all the runs, except the ones a kill interrupted
@@ -210,6 +214,7 @@ def test_sigkill_at_any_point_leaves_nothing_running_and_a_rerun_finishes_identi
     # the same recipe, uninterrupted, in another run directory on the same cache: identical results
     fresh = Sweep(recipe, tmp_path / "uninterrupted", cache, tag)
     assert fresh.finish() == 0, fresh.log[-3000:]
+    fresh_s = time.monotonic() - fresh.started
     assert "starting vllm" not in fresh.log and "quantizing" not in fresh.log
     uninterrupted = json.loads((tmp_path / "uninterrupted" / "results.json").read_text())
     assert _comparable(resumed) == _comparable(uninterrupted)
@@ -221,6 +226,7 @@ def test_sigkill_at_any_point_leaves_nothing_running_and_a_rerun_finishes_identi
     assert verdicts[0].stdout.replace(str(run), "RUN") == verdicts[1].stdout.replace(str(tmp_path / "uninterrupted"), "RUN")
 
     print("\nafter SIGKILL, every process of the sweep gone in:",
-          ", ".join(f"{point} {k['gone_s']} s ({k['processes']} processes, {k['shm']} shm segments)"
-                    for point, k in kills.items()))
+          ", ".join(f"{point} {k['gone_s']} s ({k['processes']} processes, {k['shm']} shm segments; "
+                    f"killed {k['ran_s']} s in)" for point, k in kills.items()),
+          f"; the last run took {last_s:.0f} s, the uninterrupted one on the cache {fresh_s:.0f} s")
     assert all(k["code"] == -signal.SIGKILL for k in kills.values())
