@@ -55,7 +55,8 @@ class Limits:
 # Limits are applied between fork and exec by a small launcher that then execs the sandbox, not by a
 # preexec_fn: programs run from many threads at once, and preexec_fn is not safe in a threaded process.
 _LAUNCHER = """
-import os, resource, sys
+import ctypes, os, resource, sys
+ctypes.CDLL(None).prctl(1, 9, 0, 0, 0)  # PR_SET_PDEATHSIG=SIGKILL, kept across exec: dies with a SIGKILLed sweep
 cgroup_procs, cpu_s, memory, file_bytes, max_procs, root = sys.argv[1:7]
 for path in filter(None, cgroup_procs.split(os.pathsep)):
     try:

@@ -5,14 +5,16 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
+import threading
 from pathlib import Path
 
 from quant.recipe import RecipeError
 from reports.gate_rules import ERROR, EXIT, INCONCLUSIVE, PASS, REGRESSION
 
 EXIT_OK, EXIT_FAIL, EXIT_ERROR, EXIT_INCONCLUSIVE = EXIT[PASS], EXIT[REGRESSION], EXIT[ERROR], EXIT[INCONCLUSIVE]
-EXIT_INTERRUPTED = 130
+EXIT_INTERRUPTED, EXIT_TERMINATED = 130, 143   # Ctrl-C, SIGTERM (128 + signal number, as a shell reports)
 # Commands that read stored results: any failure of theirs is bad input (exit 2), never a traceback.
 READERS = ("gate", "choose", "compare", "report")
 
@@ -20,9 +22,18 @@ SWEEP_EXIT_CODES = """exit codes:
   0    every variant ok, or declared unsupported by the engine (recorded, scored in-process)
   1    a variant failed: crash, quantization or measurement error (--allow-failed: 0)
   2    bad input, found before any work: every recipe problem listed, one line each
-  130  interrupted (finished stages are cached; re-run to continue)"""
+  130  interrupted (Ctrl-C), 143 terminated (SIGTERM): servers stopped, finished stages cached; re-run to continue"""
 UNISOLATED_HELP = ("where bubblewrap is missing, run model-generated code on this host anyway (rlimits and a "
                    "private temporary directory only; also lm-eval's own code tasks)")
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, handled like Ctrl-C: every server and quantizer stopped, finished stages kept."""
+
+
+def _on_sigterm(signum, frame) -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)   # a second one must not cut the clean-up short
+    raise Terminated()
 
 
 def _offline_defaults() -> None:
@@ -372,14 +383,17 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     _offline_defaults()
     args = build_parser().parse_args(argv)
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         return args.func(args)
     except RecipeError as exc:
         print(f"recipe error: {exc}", file=sys.stderr)
         return EXIT_ERROR
-    except KeyboardInterrupt:
-        print("interrupted: finished stages are cached; re-run to continue", file=sys.stderr)
-        return EXIT_INTERRUPTED
+    except KeyboardInterrupt as exc:
+        what = "terminated" if isinstance(exc, Terminated) else "interrupted"
+        print(f"{what}: finished stages are cached; re-run to continue", file=sys.stderr)
+        return EXIT_TERMINATED if isinstance(exc, Terminated) else EXIT_INTERRUPTED
     except Exception as exc:  # noqa: BLE001 - a reader's crash is bad input, never a verdict (exit 1)
         if args.command not in READERS:
             raise

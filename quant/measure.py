@@ -2,19 +2,14 @@
 
 from __future__ import annotations
 
-import shutil
 import time
 from pathlib import Path
 
 from evals.runner import evaluate_task
 from quant import kl_stage
+from quant.store import copy_file
 
 STAGE_EVAL, STAGE_PERF = "evals", "perf"
-
-
-def _copy_artifact(src: Path, dst: Path) -> None:
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(src, dst)
 
 
 def _collect_eval(ctx, key: str, task: str, record: dict, vdir: Path, backend: str) -> None:
@@ -22,7 +17,7 @@ def _collect_eval(ctx, key: str, task: str, record: dict, vdir: Path, backend: s
     primary = summary["primary"]
     record["accuracy"][task] = {"metric": primary, **summary[primary], "backend": backend,
                                 "metrics": {m: v for m, v in summary.items() if m != "primary"}}
-    _copy_artifact(ctx.cache.path(STAGE_EVAL, key) / "samples.jsonl", vdir / "evals" / f"{task}.jsonl")
+    copy_file(ctx.cache.path(STAGE_EVAL, key) / "samples.jsonl", vdir / "evals" / f"{task}.jsonl")
 
 
 def _collect_perf(ctx, key: str, name: str, record: dict, vdir: Path) -> None:
@@ -31,7 +26,7 @@ def _collect_perf(ctx, key: str, name: str, record: dict, vdir: Path) -> None:
     for memory in ("server_rss_bytes", "server_gpu_bytes"):
         if result.get(memory):
             record["memory"][memory] = max(record["memory"].get(memory, 0), result[memory])
-    _copy_artifact(ctx.cache.path(STAGE_PERF, key) / "records.jsonl", vdir / "perf" / f"{name}.jsonl")
+    copy_file(ctx.cache.path(STAGE_PERF, key) / "records.jsonl", vdir / "perf" / f"{name}.jsonl")
 
 
 def _run_eval(ctx, lm, task, key: str) -> None:
@@ -63,16 +58,16 @@ def measure_served(ctx, variant, checkpoint: Path, ckpt_key: str, record: dict, 
     todo_tasks = [t for t in ctx.recipe.tasks if not ctx.cache.has(STAGE_EVAL, eval_keys[t.key])]
     todo_perf = [w for w in ctx.recipe.perf.workloads if not ctx.cache.has(STAGE_PERF, perf_keys[w.name])]
     todo_kl = kl_stage.todo(ctx, variant, eval_keys)
+    engine = ENGINES[ctx.recipe.engine.kind](
+        checkpoint, python=ctx.engine_python, served_name=variant.name, args=engine_args,
+        env=ctx.recipe.engine.env, startup_timeout_s=ctx.recipe.engine.startup_timeout_s,
+        log_path=vdir / "server.log", dtype=ctx.recipe.engine.dtype,
+        engine_core_nice=ctx.recipe.engine.engine_core_nice)
     if todo_tasks or todo_perf or todo_kl:
         ctx.reporter.log(f"  starting {ctx.recipe.engine.kind} on 127.0.0.1 …")
         started = time.time()
         try:
-            engine = ENGINES[ctx.recipe.engine.kind]
-            with engine(checkpoint, python=ctx.engine_python, served_name=variant.name, args=engine_args,
-                        env=ctx.recipe.engine.env, startup_timeout_s=ctx.recipe.engine.startup_timeout_s,
-                        log_path=vdir / "server.log", dtype=ctx.recipe.engine.dtype,
-                        engine_core_nice=ctx.recipe.engine.engine_core_nice) as server:
-                record["serve_command"] = server.command
+            with engine as server:
                 ctx.reporter.log(f"  server ready in {time.time() - started:.0f}s (pid {server.pid})")
                 lm = ServedLM(server.completions_url, variant.name, tokenizer_dir=checkpoint,
                               concurrency=ctx.recipe.eval_concurrency)
@@ -98,6 +93,7 @@ def measure_served(ctx, variant, checkpoint: Path, ckpt_key: str, record: dict, 
     kl_stage.collect(ctx, variant, eval_keys, record)
     for name, key in perf_keys.items():
         _collect_perf(ctx, key, name, record, vdir)
+    record["serve_command"] = engine.deploy_command   # the same whether this run started a server or not
     return None
 
 

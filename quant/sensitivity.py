@@ -7,7 +7,7 @@ from pathlib import Path
 
 from quant.hashing import digest, versions
 from quant.recipe import Recipe, Sensitivity, Variant
-from quant.store import Cache, write_json, write_text
+from quant.store import Cache, atomic_path, write_json, write_text
 
 STAGE = "sensitivity"
 
@@ -104,7 +104,8 @@ def render_plot(result: dict, path: Path) -> None:
     handles = [plt.Rectangle((0, 0), 1, 1, color=colors[k]) for k in kinds]
     ax.legend(handles, kinds, fontsize=7, loc="lower right")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=110, format="png")
     plt.close(fig)
 
 

@@ -1,38 +1,116 @@
-"""The run directory and the content-addressed stage cache. Every write is atomic."""
+"""The run directory and the content-addressed stage cache.
+
+Every write is atomic: data goes to a temporary name beside its target, is fsynced and moved into place
+(os.replace), so a kill at any instant leaves the old file or the new one. Temporary names carry their
+owner (host, pid and start time); one whose owner is gone from this host is a leftover of a killed run,
+removed by `remove_leftovers` and `Cache.remove_leftovers`, never taken for a finished file or stage.
+"""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
+import socket
 import tempfile
+import zlib
+from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
+
+import psutil
+
+# ".<name>.<host>-<pid>-<start>.<8 random chars>" (a staging directory), plus ".tmp" for a file
+_OWNED = re.compile(r"^\..+\.([0-9a-f]{8})-(\d+)-(\d+)\.[a-z0-9_]{8}(\.tmp)?$")
+_HOST = f"{zlib.crc32(socket.gethostname().encode()):08x}"   # a cache may be shared between machines
 
 
-def write_json(path: Path, data: Any) -> None:
+def _start_time(pid: int) -> int | None:
+    try:
+        return int(psutil.Process(pid).create_time())
+    except psutil.Error:
+        return None
+
+
+def owner_tag() -> str:
+    return f"{_HOST}-{os.getpid()}-{_start_time(os.getpid())}"
+
+
+def is_leftover(name: str) -> bool:
+    """A temporary name of ours whose owning process on this host is gone (a pid reused since has another
+    start time)."""
+    m = _OWNED.match(name)
+    return bool(m) and m.group(1) == _HOST and _start_time(int(m.group(2))) != int(m.group(3))
+
+
+def _fsync(path: str | Path, directory: bool = False) -> None:
+    fd = os.open(path, os.O_RDONLY | (os.O_DIRECTORY if directory else 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+@contextmanager
+def atomic_path(path: Path) -> Iterator[Path]:
+    """A temporary path beside `path` to write to; fsynced and moved onto `path` when the block succeeds."""
+    path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    with os.fdopen(fd, "w") as f:
-        json.dump(data, f, indent=2, default=str)
-        f.write("\n")
-    os.replace(tmp, path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.{owner_tag()}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        yield Path(tmp)
+        _fsync(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        with suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    _fsync(path.parent, directory=True)
 
 
 def write_text(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
-    os.replace(tmp, path)
+    with atomic_path(path) as tmp:
+        tmp.write_text(text)
+
+
+def write_json(path: Path, data: Any) -> None:
+    write_text(path, json.dumps(data, indent=2, default=str) + "\n")
 
 
 def write_jsonl(path: Path, rows: list[dict]) -> None:
     write_text(path, "".join(json.dumps(r, default=str) + "\n" for r in rows))
 
 
+def copy_file(src: Path, dst: Path) -> None:
+    with atomic_path(dst) as tmp:
+        shutil.copyfile(src, tmp)
+
+
 def read_json(path: Path) -> Any:
     return json.loads(Path(path).read_text())
+
+
+def remove_leftovers(directory: Path, recursive: bool = False) -> list[Path]:
+    """Remove the temporary files and staging directories of killed runs in directory."""
+    removed: list[Path] = []
+    try:
+        entries = list(os.scandir(directory))
+    except (FileNotFoundError, NotADirectoryError):
+        return removed
+    for entry in entries:
+        path = Path(entry.path)
+        if is_leftover(entry.name):
+            if entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                with suppress(FileNotFoundError):
+                    path.unlink()
+            removed.append(path)
+        elif recursive and entry.is_dir(follow_symlinks=False):
+            removed += remove_leftovers(path, recursive=True)
+    return removed
 
 
 class Cache:
@@ -48,26 +126,41 @@ class Cache:
         return (self.path(stage, key) / "done").exists()
 
     def commit(self, stage: str, key: str, build_dir: Path) -> Path:
-        """Move a fully built directory into place; the `done` marker is written last."""
+        """Move a fully built directory into place; the `done` marker is written last, after the data is
+        on disk (a directory without it, left by a kill, is redone and replaced)."""
         final = self.path(stage, key)
         final.parent.mkdir(parents=True, exist_ok=True)
+        for path in sorted(Path(build_dir).rglob("*")):
+            if path.is_file() and not path.is_symlink():
+                _fsync(path)
         if final.exists():
             shutil.rmtree(final)
         os.replace(build_dir, final)
-        (final / "done").write_text("")
+        _fsync(final.parent, directory=True)
+        write_text(final / "done", "")
         return final
 
     def staging(self, stage: str, key: str) -> Path:
+        """A fresh directory to build a stage output in, removed by remove_leftovers once this process is gone."""
         base = self.root / stage
         base.mkdir(parents=True, exist_ok=True)
-        return Path(tempfile.mkdtemp(dir=base, prefix=f".{key}."))
+        return Path(tempfile.mkdtemp(dir=base, prefix=f".{key}.{owner_tag()}."))
+
+    def remove_leftovers(self) -> list[Path]:
+        """Staging directories (and temporary files) of killed runs, in every stage."""
+        stages = [p for p in self.root.iterdir() if p.is_dir()] if self.root.is_dir() else []
+        return [removed for stage in stages for removed in remove_leftovers(stage)]
 
     def save_json(self, stage: str, key: str, data: Any, extra: dict[str, list[dict]] | None = None) -> Path:
         build = self.staging(stage, key)
-        write_json(build / "result.json", data)
-        for name, rows in (extra or {}).items():
-            write_jsonl(build / name, rows)
-        return self.commit(stage, key, build)
+        try:
+            write_json(build / "result.json", data)
+            for name, rows in (extra or {}).items():
+                write_jsonl(build / name, rows)
+            return self.commit(stage, key, build)
+        except BaseException:
+            shutil.rmtree(build, ignore_errors=True)
+            raise
 
     def load_json(self, stage: str, key: str) -> Any:
         return read_json(self.path(stage, key) / "result.json")

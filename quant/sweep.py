@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import subprocess
+import shutil
 import sys
 import time
 from dataclasses import dataclass, field
@@ -19,7 +19,7 @@ from quant.hashing import digest, file_digest, tree_digest, versions
 from quant.models import resolve_model
 from quant.progress import Reporter
 from quant.recipe import Recipe, Variant
-from quant.store import Cache, read_json, write_json, write_jsonl
+from quant.store import Cache, read_json, remove_leftovers, write_json, write_jsonl, write_text
 from quantize.gguf_source import source_facts
 from quantize.manifest import library_versions
 
@@ -83,6 +83,9 @@ def _sweep(recipe: Recipe, out: Path, recipe_path: Path | None, cache_dir: Path 
                   model_source=source_facts(model_dir))
     reporter.log(f"sweep [bold]{recipe.name}[/bold]: model {model_dir} · {len(recipe.variants)} variants · "
                  f"tasks {', '.join(t.key for t in recipe.tasks)} · engine {recipe.engine.kind} {ctx.engine_version}")
+    leftovers = ctx.cache.remove_leftovers() + remove_leftovers(out, recursive=True)
+    if leftovers:
+        reporter.log(f"removed {len(leftovers)} unfinished file(s) of an interrupted run")
     results = _load_previous(out, recipe)
     results["code_sandbox"] = sandbox.describe()
     if ctx.model_source:
@@ -188,6 +191,8 @@ def _memory(ctx: Context, variant: Variant, checkpoint: Path, weights_bytes: int
 
 
 def ensure_checkpoint(ctx: Context, variant: Variant) -> tuple[Path, str, dict]:
+    from perf.engines.process import run_tied
+
     if variant.checkpoint:
         path = Path(variant.checkpoint).expanduser()
         if not path.is_dir():
@@ -209,17 +214,18 @@ def ensure_checkpoint(ctx: Context, variant: Variant) -> tuple[Path, str, dict]:
         ctx.reporter.log(f"  quantizing with {variant.backend} ({_describe(variant)}) …")
         build = ctx.cache.staging("checkpoints", key)
         started = time.time()
-        proc = subprocess.run(
-            [sys.executable, "-m", "quantize", "--model", str(ctx.model_dir),
-             "--variant-json", variant.model_dump_json(), "--calibration-json",
-             ctx.recipe.calibration.model_dump_json(), "--out", str(build / "model")],
-            capture_output=True, text=True)
-        log_path = ctx.out / "variants" / variant.name / "quantize.log"
-        log_path.parent.mkdir(parents=True, exist_ok=True)
-        log_path.write_text(proc.stdout + proc.stderr)
-        if proc.returncode != 0:
-            raise StageError(_last_error(proc.stderr) or f"exit code {proc.returncode} (see {log_path})")
-        ctx.cache.commit("checkpoints", key, build)
+        try:   # the quantizer dies with the sweep, even a SIGKILLed one (it may hold a GPU)
+            proc = run_tied([sys.executable, "-m", "quantize", "--model", str(ctx.model_dir),
+                             "--variant-json", variant.model_dump_json(), "--calibration-json",
+                             ctx.recipe.calibration.model_dump_json(), "--out", str(build / "model")])
+            log_path = ctx.out / "variants" / variant.name / "quantize.log"
+            write_text(log_path, proc.stdout + proc.stderr)
+            if proc.returncode != 0:
+                raise StageError(_last_error(proc.stderr) or f"exit code {proc.returncode} (see {log_path})")
+            ctx.cache.commit("checkpoints", key, build)
+        except BaseException:
+            shutil.rmtree(build, ignore_errors=True)
+            raise
         ctx.reporter.log(f"  checkpoint ready in {time.time() - started:.1f}s")
     path = ctx.cache.path("checkpoints", key) / "model"
     manifest_path = path / "quant_manifest.json"

@@ -10,6 +10,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from quant.store import atomic_path  # noqa: E402
 from reports.table import headline_concurrency, metric_of, rows_for_task, tasks_of  # noqa: E402
 
 AXES = (("out_tok_s", "output tokens/s (concurrency {c})", 1.0),
@@ -47,7 +48,7 @@ def render_pareto_png(results: dict, path: Path) -> Path:
     fig.suptitle(f"{results['recipe_name']}: accuracy vs throughput and size (green = Pareto-optimal over "
                  "accuracy, throughput, p99 latency and size; red = not served, scored in-process)")
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=100)
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=100, format="png")
     plt.close(fig)
     return path

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import psutil
 
+from perf.engines.lifeline import lifeline_argv
+
 
 class EngineStartError(RuntimeError):
     """The engine did not come up; `reason` is the engine's own error line when one could be found."""
@@ -27,12 +29,38 @@ def free_port(host: str = "127.0.0.1") -> int:
         return s.getsockname()[1]
 
 
-def spawn(argv: list[str], env: dict[str, str], log_path: Path) -> subprocess.Popen:
-    """Start argv in a new session (its own process group), stdout+stderr appended to log_path."""
+def spawn(argv: list[str], env: dict[str, str], log_path: Path, grace_s: float = 15.0) -> subprocess.Popen:
+    """Start argv in a new session (its own process group) behind a lifeline (perf/engines/lifeline.py:
+    the whole tree dies with this process, even SIGKILLed), stdout+stderr appended to log_path. The
+    Popen is the lifeline's; its only child is argv."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "ab") as log:
-        return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                env=env, start_new_session=True)
+        return subprocess.Popen(lifeline_argv(grace_s) + argv, stdin=subprocess.DEVNULL, stdout=log,
+                                stderr=subprocess.STDOUT, env=env, start_new_session=True)
+
+
+def run_tied(argv: list[str], grace_s: float = 10.0, **popen_kwargs) -> subprocess.CompletedProcess:
+    """subprocess.run(argv, capture_output=True, text=True) behind a lifeline: the command's whole tree dies
+    with this process even if it is SIGKILLed, and an exception here (Ctrl-C, SIGTERM) stops the tree
+    (SIGTERM, grace_s, SIGKILL) before it goes on."""
+    with subprocess.Popen(lifeline_argv(grace_s) + argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True, **popen_kwargs) as proc:
+        try:
+            stdout, stderr = proc.communicate()
+        except BaseException:
+            proc.terminate()
+            proc.wait()
+            raise
+    return subprocess.CompletedProcess(argv, proc.returncode, stdout, stderr)
+
+
+def command_pid(lifeline: subprocess.Popen) -> int | None:
+    """The pid of the command a lifeline runs (None until it has forked, or once it is gone)."""
+    try:
+        kids = psutil.Process(lifeline.pid).children()
+    except psutil.NoSuchProcess:
+        return None
+    return kids[0].pid if kids else None
 
 
 def process_tree(pid: int) -> list[psutil.Process]:
@@ -115,22 +143,28 @@ def _killpg(pgid: int, sig: int) -> None:
 
 
 def stop_group(proc: subprocess.Popen, grace_s: float = 15.0) -> None:
-    """SIGTERM the process group, wait, then SIGKILL it and any descendant that left the group."""
-    # Snapshot descendants first: a child that called setsid() is out of the group but still ours.
-    stragglers = process_tree(proc.pid)[1:]
-    if proc.poll() is None or stragglers:
-        _killpg(proc.pid, signal.SIGTERM)
+    """Stop a spawn()ed lifeline and its tree: SIGTERM to the lifeline, which passes it once to every process
+    of the tree; after grace_s SIGKILL to every descendant (a child that called setsid() is out of the group
+    but still in the tree), which the lifeline reaps before it removes their shared memory and exits. The
+    group gets SIGKILL last, in case the lifeline itself does not exit."""
+    if proc.poll() is None or process_tree(proc.pid)[1:]:
+        try:
+            proc.send_signal(signal.SIGTERM)
+        except ProcessLookupError:
+            pass
         try:
             proc.wait(timeout=grace_s)
         except subprocess.TimeoutExpired:
-            pass
-        _killpg(proc.pid, signal.SIGKILL)
-        _, alive = psutil.wait_procs(stragglers, timeout=min(grace_s, 5.0))
-        for p in alive:
+            for p in process_tree(proc.pid)[1:]:
+                try:
+                    p.kill()
+                except psutil.NoSuchProcess:
+                    pass
             try:
-                p.kill()
-            except psutil.NoSuchProcess:
+                proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
                 pass
+        _killpg(proc.pid, signal.SIGKILL)
     try:
         proc.wait(timeout=5)
     except subprocess.TimeoutExpired:

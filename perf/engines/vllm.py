@@ -15,8 +15,8 @@ from typing import Any
 import httpx
 import psutil
 
-from perf.engines.process import (EngineStartError, error_reason, free_port, gpu_used_bytes, log_tail,
-                                  process_tree, renice_process, spawn, stop_group, tree_gpu_bytes,
+from perf.engines.process import (EngineStartError, command_pid, error_reason, free_port, gpu_used_bytes,
+                                  log_tail, process_tree, renice_process, spawn, stop_group, tree_gpu_bytes,
                                   tree_rss_bytes)
 
 HOST = "127.0.0.1"
@@ -102,8 +102,10 @@ def serve_command(model_path: str | Path, served_name: str, args: dict[str, Any]
 class VLLMServer:
     """`with VLLMServer(path, python=..., ...) as srv:` -> a ready server at srv.base_url.
 
-    The server runs in its own process group; leaving the block (normally, on error or on Ctrl-C) and
-    interpreter exit (atexit) stop the whole group: SIGTERM, a grace period, then SIGKILL."""
+    The server runs in its own process group behind a lifeline; leaving the block (normally, on error or
+    on Ctrl-C) and interpreter exit (atexit) stop the whole tree: SIGTERM, a grace period, then SIGKILL.
+    If this process dies without any of that (SIGKILL), the lifeline kills the tree within a fraction of
+    a second and removes the shared memory it leaves."""
 
     def __init__(self, model_path: Path, *, python: str, served_name: str, args: dict[str, Any],
                  env: dict[str, str], startup_timeout_s: float, log_path: Path, dtype: str = "bfloat16",
@@ -120,16 +122,21 @@ class VLLMServer:
         self.engine_core_nice = engine_core_nice
         self.engine_core_niced: int | None = None   # the niceness applied, once the server is up
         self.port = free_port(HOST)
-        self._proc: subprocess.Popen | None = None
+        self._proc: subprocess.Popen | None = None   # the lifeline; the server is its child
+        self._server_pid: int | None = None
         self._gpu_used_before: int | None = None
         self.startup_s: float | None = None
 
     # --- what a report wants to know -------------------------------------------------------------
     @property
     def command(self) -> list[str]:
+        return [*self.deploy_command[:7], "--host", HOST, "--port", str(self.port), *self.deploy_command[7:]]
+
+    @property
+    def deploy_command(self) -> list[str]:
+        """The command without this run's host and port: the same for every run of the same variant."""
         return [self.python, "-m", ENTRYPOINT, "--model", str(self.model_path),
-                "--served-model-name", self.served_name, "--host", HOST, "--port", str(self.port),
-                "--dtype", self.dtype, *engine_flags(self.args)]
+                "--served-model-name", self.served_name, "--dtype", self.dtype, *engine_flags(self.args)]
 
     @property
     def base_url(self) -> str:
@@ -141,11 +148,15 @@ class VLLMServer:
 
     @property
     def pid(self) -> int | None:
-        return self._proc.pid if self._proc else None
+        """The API server's pid."""
+        if self._proc and self._server_pid is None:
+            self._server_pid = command_pid(self._proc)
+        return self._server_pid if self._proc else None
 
     def rss_bytes(self) -> int:
         """Resident memory of the server and all its descendants (API server + engine core)."""
-        return tree_rss_bytes(self._proc.pid) if self._proc and self._proc.poll() is None else 0
+        pid = self.pid if self._proc and self._proc.poll() is None else None
+        return tree_rss_bytes(pid) if pid else 0
 
     def gpu_bytes(self) -> int | None:
         """Device memory the server's processes hold (vLLM reserves it at start: one reading suffices)."""
@@ -170,7 +181,7 @@ class VLLMServer:
             f.write(f"$ {shlex.join(self.command)}\n")
         self._gpu_used_before = gpu_used_bytes()
         t0 = time.monotonic()
-        self._proc = spawn(self.command, env, self.log_path)
+        self._proc = spawn(self.command, env, self.log_path, self.stop_grace_s)
         atexit.register(self.stop)
         try:
             self._wait_ready()
@@ -184,7 +195,7 @@ class VLLMServer:
             self.engine_core_niced = self._renice_engine_core(self.engine_core_nice)
 
     def stop(self, grace_s: float | None = None) -> None:
-        proc, self._proc = self._proc, None
+        proc, self._proc, self._server_pid = self._proc, None, None
         atexit.unregister(self.stop)
         if proc is not None:
             stop_group(proc, self.stop_grace_s if grace_s is None else grace_s)
