@@ -87,4 +87,5 @@ def main():
     os.execv(sys.argv[2], sys.argv[2:])
 
 
-main()
+if __name__ == "__main__":  # `python -c <this text>` runs it as __main__
+    main()

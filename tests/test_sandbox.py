@@ -123,6 +123,16 @@ def test_a_layer_the_kernel_refuses_is_skipped_and_the_run_still_works(monkeypat
         assert run_program("import socket\nassert socket.if_nameindex()").passed
 
 
+def test_a_layer_in_force_that_fails_at_run_time_fails_the_run_never_runs_without_it(monkeypatch):
+    if "hidden" not in fallback.available_layers():
+        pytest.skip(f"the hidden layer does not work on this machine: {describe(fallback_here())}")
+    monkeypatch.setattr(fallback, "hide_plan", lambda work_dir: {"/nonexistent-quant-dir": []})  # injected
+    act_without_bubblewrap(monkeypatch, fallback_here())
+    with permit_unisolated(True):
+        result = run_program("assert True")
+    assert not result.passed and "sandbox layer: mount /nonexistent-quant-dir" in result.reason, result
+
+
 def test_as_root_the_fallback_hides_home_and_runs_as_nobody(no_bubblewrap):
     if os.geteuid() != 0 or not {"hidden", "nobody"} <= set(fallback.available_layers()):
         pytest.skip(f"not root, or the layers do not work here: {describe()}")
