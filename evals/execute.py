@@ -18,8 +18,9 @@ What a pass does not prove:
   solution and tests in one interpreter;
 - anything against a program written to attack this harness: CPython's audit hooks are not a security
   boundary (PEP 578), and a program that finds a way past them (an interpreter bug, an unaudited path to
-  its own memory) or, unisolated and as root, reads the runner's memory from another process, could forge
-  the token. The sandbox bounds what such a program can do to the host; the opted-in fallback does not.
+  its own memory) or, unisolated and still root, reads the runner's memory from another process, could
+  forge the token. The sandbox bounds what such a program can do to the host; the opted-in fallback bounds
+  it only as far as its layers go (evals/fallback.py).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from evals.fallback import launcher_argv, prepare_work_dir
 from evals.sandbox import CgroupLimit, bwrap_argv, capabilities, interpreter, require_isolation
 
 RUNNER = (Path(__file__).resolve().parent / "sandbox_runner.py").read_text()
@@ -52,31 +54,12 @@ class Limits:
     max_procs: int = 32
 
 
-# Limits are applied between fork and exec by a small launcher that then execs the sandbox, not by a
-# preexec_fn: programs run from many threads at once, and preexec_fn is not safe in a threaded process.
-_LAUNCHER = """
-import ctypes, os, resource, sys
-ctypes.CDLL(None).prctl(1, 9, 0, 0, 0)  # PR_SET_PDEATHSIG=SIGKILL, kept across exec: dies with a SIGKILLed sweep
-cgroup_procs, cpu_s, memory, file_bytes, max_procs, root = sys.argv[1:7]
-for path in filter(None, cgroup_procs.split(os.pathsep)):
-    try:
-        with open(path, "w") as f:
-            f.write(str(os.getpid()))
-    except OSError:
-        pass  # the rlimits still apply
-for limit, value in ((resource.RLIMIT_CPU, cpu_s), (resource.RLIMIT_AS, memory), (resource.RLIMIT_FSIZE, file_bytes),
-                     (resource.RLIMIT_NOFILE, 64), (resource.RLIMIT_CORE, 0)):
-    resource.setrlimit(limit, (int(value), int(value)))
-if root == "0":  # counted per user; in bubblewrap's fresh user namespace that is this sandbox alone
-    resource.setrlimit(resource.RLIMIT_NPROC, (int(max_procs), int(max_procs)))
-os.execv(sys.argv[7], sys.argv[7:])
-"""
-
-
-def _launcher(limits: Limits, cgroup: CgroupLimit) -> list[str]:
-    procs = os.pathsep.join(str(path / "cgroup.procs") for path in cgroup.dirs)
-    return [interpreter(), "-I", "-S", "-c", _LAUNCHER, procs, str(limits.cpu_s), str(limits.memory_bytes),
-            str(limits.file_bytes), str(limits.max_procs), "1" if os.geteuid() == 0 else "0"]
+def _launcher(caps, limits: Limits, cgroup: CgroupLimit, work: str) -> list[str]:
+    rlimits = {"RLIMIT_CPU": limits.cpu_s, "RLIMIT_AS": limits.memory_bytes, "RLIMIT_FSIZE": limits.file_bytes,
+               "RLIMIT_NOFILE": 64, "RLIMIT_CORE": 0}
+    if os.geteuid() != 0:  # counted per user; in bubblewrap's fresh user namespace that is this sandbox alone
+        rlimits["RLIMIT_NPROC"] = limits.max_procs
+    return launcher_argv(caps.layers, [str(path / "cgroup.procs") for path in cgroup.dirs], rlimits, work)
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
@@ -117,6 +100,7 @@ def run_program(source: str, limits: Limits = Limits(), tests: str = "") -> Exec
         for name, text in zip(files, (source, tests)):
             with open(os.path.join(work, name), "w") as f:
                 f.write(text)
+        prepare_work_dir(caps.layers, host_dir, work)
         prefix, cwd, env = _confinement(caps, limits, work, files)
         token_in, token_out = os.pipe()
         os.write(token_out, token)
@@ -126,8 +110,8 @@ def run_program(source: str, limits: Limits = Limits(), tests: str = "") -> Exec
         # stderr goes to a file (capped by the file-size limit), never into this process's memory.
         try:
             with open(os.path.join(host_dir, "stderr"), "w+b") as err_file:
-                argv = (_launcher(limits, cgroup) + prefix + [interpreter(), "-I", "-B", "-c", RUNNER, str(verdict_out)]
-                        + files)
+                argv = (_launcher(caps, limits, cgroup, work) + prefix
+                        + [interpreter(), "-I", "-B", "-c", RUNNER, str(verdict_out)] + files)
                 try:
                     proc = subprocess.Popen(argv, cwd=cwd, env={"PATH": "/usr/bin:/bin", **env}, stdin=token_in,
                                             stdout=subprocess.DEVNULL, stderr=err_file, pass_fds=(verdict_out,),

@@ -12,7 +12,8 @@ Layers, each used where the machine allows it (`describe()` says which are in fo
 Secure by default: without bubblewrap, generated code would run on the host with rlimits only, so it is
 refused (`IsolationRequired`) unless the caller opted in with `permit_unisolated(True)` (the CLI's
 `--allow-unisolated-code`, a recipe's `allow_unisolated_code: true`). Even then it runs in a private
-temporary directory that is also its HOME and holds its TMPDIR.
+temporary directory that is also its HOME and holds its TMPDIR, under the layers of evals/fallback.py that
+work here (own network namespace; as root, home directories hidden and the user nobody).
 """
 
 from __future__ import annotations
@@ -67,6 +68,7 @@ class Capabilities:
     bwrap: str | None          # path of a bubblewrap that works here
     cgroup_v2: Path | None     # a writable cgroup v2 directory to create children in
     cgroup_v1: dict            # controller -> writable v1 hierarchy directory ("pids", "memory")
+    layers: tuple = ()         # without bubblewrap: the layers of evals/fallback.py that work here
 
     @property
     def isolated(self) -> bool:
@@ -133,14 +135,21 @@ def _writable_cgroups() -> tuple[Path | None, dict]:
 def capabilities() -> Capabilities:
     bwrap = shutil.which("bwrap")
     v2, v1 = _writable_cgroups()
-    return Capabilities(bwrap if bwrap and _bwrap_works(bwrap) else None, v2, v1)
+    if bwrap and _bwrap_works(bwrap):
+        return Capabilities(bwrap, v2, v1)
+    from evals.fallback import available_layers  # it builds on this module
+    return Capabilities(None, v2, v1, available_layers())
 
 
 def describe(caps: Capabilities | None = None) -> str:
     caps = caps or capabilities()
-    parts = ["bubblewrap: no network, own pid/ipc/uts/mount namespaces, read-only system, tmpfs work dir"
-             if caps.isolated else "NO namespace isolation (bubblewrap missing; code runs only on opt-in): network and "
-             "the user's files are reachable; private temporary work dir as HOME and TMPDIR"]
+    if caps.isolated:
+        parts = ["bubblewrap: no network, own pid/ipc/uts/mount namespaces, read-only system, tmpfs work dir"]
+    else:
+        from evals.fallback import describe_layers
+        parts = ["NO bubblewrap isolation (code runs only on opt-in; world-readable files and world-writable "
+                 "directories stay reachable)", describe_layers(caps.layers),
+                 "private temporary work dir as HOME and TMPDIR"]
     if caps.cgroup_v2 or caps.cgroup_v1:
         parts.append("cgroup process and memory caps")
     elif os.geteuid() != 0:

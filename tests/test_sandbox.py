@@ -1,24 +1,30 @@
 """Generated code is confined: every hostile program fails and leaves the host untouched; a pass proves the tests
 ran to the end (every scoring cheat scores 0); without bubblewrap nothing runs unless the user opted in."""
 
+import os
+import shutil
+import tempfile
+
 import pytest
 
-from evals import execute, hostile, integrity, sandbox
+from evals import fallback, hostile, integrity, sandbox
 from evals.execute import Limits, run_program
 from evals.hostile import check, corpus
 from evals.registry import check_code_isolation
 from evals.sandbox import IsolationRequired, capabilities, describe, permit_unisolated
 from quant.cli import main
 from quant.recipe import Task, load_recipe
+from tests.sandbox_modes import act_without_bubblewrap, fallback_here
 
 BARE = sandbox.Capabilities(bwrap=None, cgroup_v2=None, cgroup_v1={})
+# The hostile programs each fallback layer contains (evals/fallback.py).
+CONTAINED_BY = {"network": ["socket_to_host", "network_interfaces"],
+                "nobody": ["write_outside", "delete_outside", "read_host_files", "spawn_shell"]}
 
 
 @pytest.fixture
 def no_bubblewrap(monkeypatch):
-    """A fault injected on purpose: this machine has bubblewrap, the code under test must act as if not."""
-    for module in (execute, hostile, integrity, sandbox):
-        monkeypatch.setattr(module, "capabilities", lambda: BARE)
+    act_without_bubblewrap(monkeypatch, fallback_here())
 
 
 def test_the_sandbox_is_in_force_here():
@@ -76,8 +82,73 @@ def test_without_bubblewrap_nothing_runs_unless_opted_in(no_bubblewrap):
         run_program("assert sum([1, 2]) == 3")
     with permit_unisolated(True):
         assert run_program("assert sum([1, 2]) == 3").passed
-    assert "NO namespace isolation" in describe(BARE)
     assert "not run" in hostile._unsafe_here("kill_everything")
+
+
+@pytest.fixture(scope="module")
+def fallback_outcomes():
+    with pytest.MonkeyPatch.context() as monkeypatch, permit_unisolated(True):
+        act_without_bubblewrap(monkeypatch, fallback_here())
+        return {o.name: o for o in check()}
+
+
+@pytest.mark.parametrize("layer,name", [(layer, name) for layer, names in CONTAINED_BY.items() for name in names])
+def test_the_fallback_layers_contain_what_they_claim(fallback_outcomes, layer, name):
+    if layer not in fallback.available_layers():
+        pytest.skip(f"the {layer} layer does not work on this machine: {fallback.describe_layers(())}")
+    if layer == "nobody" and os.geteuid() != 0:
+        pytest.skip("the nobody layer is for root; a normal user's own files stay reachable")
+    o = fallback_outcomes[name]
+    assert not o.result.passed and not o.harm, (o.result, o.harm)
+
+
+def test_the_fallback_describes_only_the_layers_in_force():
+    bare = describe(BARE)
+    assert "NO bubblewrap isolation" in bare and "NO network namespace" in bare
+    assert "own network namespace" not in bare and "user nobody" not in bare
+    here = describe(fallback_here())
+    for layer, text in fallback.DESCRIPTIONS.items():
+        assert (text in here) == (layer in fallback.available_layers()), here
+
+
+def test_a_layer_the_kernel_refuses_is_skipped_and_the_run_still_works(monkeypatch):
+    monkeypatch.setattr(fallback, "_works", lambda layers: "network" not in layers)  # injected refusal
+    fallback.available_layers.cache_clear()
+    try:
+        assert "network" not in fallback.available_layers()
+    finally:
+        fallback.available_layers.cache_clear()
+    act_without_bubblewrap(monkeypatch, BARE)  # no layer at all
+    with permit_unisolated(True):
+        assert run_program("import socket\nassert socket.if_nameindex()").passed
+
+
+def test_a_layer_in_force_that_fails_at_run_time_fails_the_run_never_runs_without_it(monkeypatch):
+    if "hidden" not in fallback.available_layers():
+        pytest.skip(f"the hidden layer does not work on this machine: {describe(fallback_here())}")
+    monkeypatch.setattr(fallback, "hide_plan", lambda work_dir: {"/nonexistent-quant-dir": []})  # injected
+    act_without_bubblewrap(monkeypatch, fallback_here())
+    with permit_unisolated(True):
+        result = run_program("assert True")
+    assert not result.passed and "sandbox layer: mount /nonexistent-quant-dir" in result.reason, result
+
+
+def test_as_root_the_fallback_hides_home_and_runs_as_nobody(no_bubblewrap):
+    if os.geteuid() != 0 or not {"hidden", "nobody"} <= set(fallback.available_layers()):
+        pytest.skip(f"not root, or the layers do not work here: {describe()}")
+    home = tempfile.mkdtemp(dir=os.path.expanduser("~"))  # a world-readable file in the user's home
+    try:
+        os.chmod(home, 0o755)
+        with open(os.path.join(home, "notes.txt"), "w") as f:
+            f.write("private")
+        os.chmod(os.path.join(home, "notes.txt"), 0o644)
+        program = ("import os\n"
+                   f"assert not os.path.exists({home!r}), 'home visible'\n"
+                   "assert (os.getuid(), os.getgid(), os.getgroups()) == (65534, 65534, [])\n")
+        with permit_unisolated(True):
+            assert run_program(program).passed
+    finally:
+        shutil.rmtree(home)
 
 
 def test_the_opted_in_fallback_runs_in_a_private_home_and_tmpdir(no_bubblewrap):
@@ -132,13 +203,12 @@ def test_a_sweep_with_code_tasks_is_refused_before_any_work(no_bubblewrap, monke
 
 
 def test_lm_evals_own_code_tasks_need_the_opt_in_even_with_bubblewrap():
-    # humaneval_multi_line_infilling is lm-eval's own (unsafe_code: true); mbpp_instruct is ours (evals/tasks), so sandboxed
-    with pytest.raises(IsolationRequired, match="humaneval_multi_line_infilling runs model-generated code through lm-eval's"):
-        check_code_isolation([Task(name="humaneval_multi_line_infilling")])
+    # mbpp_plus is lm-eval's (unsafe_code, its executor); mbpp_instruct is ours (evals/tasks, our sandbox).
+    with pytest.raises(IsolationRequired, match="mbpp_plus runs model-generated code through lm-eval's own"):
+        check_code_isolation([Task(name="mbpp_plus")])
     with permit_unisolated(True):
-        tasks = [Task(name=n) for n in ("humaneval_multi_line_infilling", "mbpp_instruct", "demo_code", "demo_math")]
-        assert check_code_isolation(tasks) == {"humaneval_multi_line_infilling": "host", "mbpp_instruct": "sandbox",
-                                               "demo_code": "sandbox"}
+        assert check_code_isolation([Task(name="mbpp_plus"), Task(name="mbpp_instruct"), Task(name="demo_math")]) \
+            == {"mbpp_plus": "host", "mbpp_instruct": "sandbox"}
 
 
 def test_no_cgroup_is_left_behind(monkeypatch):

@@ -7,6 +7,7 @@ import pytest
 
 from evals.demo.build import GENERATORS, eval_items, train_items
 from evals.registry import TASKS_DIR
+from tests.sandbox_modes import MODES, running_in
 
 
 def utils_of(task):
@@ -34,7 +35,13 @@ def test_training_items_never_contain_test_prompts(task):
     assert not test_prompts & {prompt_of(d) for d in train_items(task, 2000, seed=1234)}
 
 
-def test_code_scorer_right_and_wrong():
+@pytest.mark.parametrize("mode", MODES)
+def test_code_scorer_right_and_wrong(mode, monkeypatch):
+    with running_in(mode, monkeypatch):
+        _check_code_scorer_right_and_wrong()
+
+
+def _check_code_scorer_right_and_wrong():
     utils = utils_of("demo_code")
     for doc in docs("demo_code", 20):
         assert utils.process_results(doc, [doc["canonical_solution"]]) == {"pass@1": 1.0}

