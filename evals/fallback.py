@@ -56,7 +56,7 @@ def hide_plan(work_dir: str | None = None) -> dict[str, list[str]]:
 
 def launcher_argv(layers: tuple[str, ...], cgroup_procs: list[str], rlimits: dict[str, int],
                   work_dir: str | None = None) -> list[str]:
-    config = {"cgroup_procs": cgroup_procs, "rlimits": rlimits, "layers": list(layers),
+    config = {"parent": os.getpid(), "cgroup_procs": cgroup_procs, "rlimits": rlimits, "layers": list(layers),
               "hide": hide_plan(work_dir) if "hidden" in layers else {}}
     return [interpreter(), "-I", "-S", "-c", LAUNCHER, json.dumps(config)]
 

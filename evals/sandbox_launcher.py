@@ -86,6 +86,8 @@ def main():
         become_nobody()
     # Dies with a SIGKILLed sweep. Set last: a change of user clears it; exec keeps it.
     checked("parent-death signal", libc.prctl(PR_SET_PDEATHSIG, 9, 0, 0, 0))
+    if os.getppid() != config["parent"]:  # the sweep died before the signal was set: nothing would kill us
+        os._exit(1)
     os.execv(sys.argv[2], sys.argv[2:])
 
 
