@@ -154,13 +154,15 @@ def test_unisolated_generated_code_dies_with_a_sigkilled_sweep(tmp_path):
         with sandbox.permit_unisolated(True):   # the opted-in fallback, with this machine's layers
             execute.run_program("import time\\ntime.sleep(300)\\n", execute.Limits(timeout_s=300))
     """)])
-    deadline = time.monotonic() + 30
-    while not (programs := [p for p in psutil.Process(owner.pid).children(recursive=True)
-                            if any(arg.endswith("program.py") for arg in p.cmdline())]):
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
-    owner.kill()
-    owner.wait()
+    try:
+        deadline = time.monotonic() + 30
+        while not (programs := [p for p in psutil.Process(owner.pid).children(recursive=True)
+                                if any(arg.endswith("program.py") for arg in p.cmdline())]):
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+    finally:
+        owner.kill()   # the SIGKILLed sweep (also when the program was not found: nothing may outlive the test)
+        owner.wait()
     assert _wait_gone([p.pid for p in programs]) == []
 
 
