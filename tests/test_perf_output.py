@@ -92,3 +92,23 @@ def test_rerender_is_identical(run):
     first = {p: p.read_bytes() for p in [out / "perf.csv", *out.glob("variants/*/perf/*/*.json")]}
     render_all(out, json.loads((out / "results.json").read_text()))
     assert {p: p.read_bytes() for p in first} == first
+
+
+VLLM_SERVE = next(iter(sorted(__import__("pathlib").Path(__file__).resolve().parents[1].glob(
+    ".venv-serve/lib/python3*/site-packages/vllm/benchmarks/serve.py"))), None)
+
+
+@pytest.mark.skipif(VLLM_SERVE is None, reason="no vLLM in .venv-serve to read the key names from")
+def test_key_list_matches_vllms_source():
+    """The list above, checked against the installed vLLM: every plain key is one serve.py writes, and the
+    metric keys come from process_one_metric's f-strings for the four metrics it is called with."""
+    source = VLLM_SERVE.read_text()
+    for key in VLLM_SETUP_KEYS:
+        assert f'result_json["{key}"]' in source, key
+    for key in VLLM_RESULT_KEYS:
+        assert f'"{key}":' in source, key
+    for stat in ("mean", "median", "std"):
+        assert f'result[f"{stat}_{{metric_attribute_name}}_ms"]' in source
+    assert 'result[f"p{p_word}_{metric_attribute_name}_ms"]' in source
+    for metric in ("ttft", "tpot", "itl", "e2el"):
+        assert f'process_one_metric("{metric}"' in source
