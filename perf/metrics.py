@@ -31,12 +31,12 @@ def reliable(stats: Mapping[str, Any] | None, stat: str, requests: int | None = 
 
 
 def stats_ms(values_s: Iterable[float]) -> dict[str, float | None]:
-    """mean and p50/p90/p95/p99/p99.9 in milliseconds (numpy's "linear" percentiles), and n, the samples
-    they come from (see `reliable`); None when empty."""
+    """mean, std (population, as vLLM's benchmark) and p50/p90/p95/p99/p99.9 in milliseconds (numpy's
+    "linear" percentiles), and n, the samples they come from (see `reliable`); None when empty."""
     arr = np.asarray(list(values_s), dtype=float) * 1000.0
     if arr.size == 0:
-        return {"mean": None, **{f"p{p:g}": None for p in PERCENTILES}, "n": 0}
-    out = {"mean": float(arr.mean()), "n": int(arr.size)}
+        return {"mean": None, "std": None, **{f"p{p:g}": None for p in PERCENTILES}, "n": 0}
+    out = {"mean": float(arr.mean()), "std": float(arr.std()), "n": int(arr.size)}
     for p in PERCENTILES:
         out[f"p{p:g}"] = float(np.percentile(arr, p, method="linear"))
     return out

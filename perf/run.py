@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import math
 import time
 from dataclasses import asdict
@@ -147,6 +148,7 @@ class _Run:
         rss = _PeakRss(self.server)
         sampler = asyncio.create_task(rss.run())
         prompts, outputs = [r.prompt for r in plan], [r.output_tokens for r in plan]
+        started = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
         with no_gc_pauses():
             before = await read_counters(client, self.base_url)
             t0 = time.perf_counter()
@@ -161,7 +163,8 @@ class _Run:
         sampler.cancel()
         for rec, planned in zip(recs, plan):
             rec.kind = planned.kind
-        point = {kind: int(level) if kind == "concurrency" else level, **summarize(recs, wall, self.slo)}
+        point = {kind: int(level) if kind == "concurrency" else level, "started": started,
+                 **summarize(recs, wall, self.slo)}
         if kind != "concurrency":
             span = plan[-1].offset_s - plan[0].offset_s
             point["offered_rps"] = (len(plan) - 1) / span if span > 0 else None

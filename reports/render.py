@@ -7,7 +7,9 @@ from pathlib import Path
 from quant.store import write_text
 from reports.html import render_html
 from reports.markdown import render_markdown
+from reports.perf_csv import write_perf_csv
 from reports.plots import render_pareto_png
+from reports.vllm_bench import write_vllm_bench
 
 
 def render_all(out: Path, results: dict) -> list[Path]:
@@ -16,4 +18,4 @@ def render_all(out: Path, results: dict) -> list[Path]:
     write_text(md, render_markdown(results, out))
     render_pareto_png(results, png)
     write_text(page, render_html(results, png, out))
-    return [md, png, page]
+    return [md, png, page, write_perf_csv(out, results), *write_vllm_bench(out, results)]

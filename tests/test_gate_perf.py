@@ -49,7 +49,7 @@ def test_pareto_marks_a_p99_from_too_few_requests(tmp_path):
     from reports.render import render_all
 
     run = write_run(tmp_path / "run", {"bf16": runs_of([100.0], 16), "q": runs_of([100.0], 200)})
-    md, _, page = render_all(run, json.loads((run / "results.json").read_text()))
+    md, _, page, *_ = render_all(run, json.loads((run / "results.json").read_text()))
     rows = {line.split("|")[2].strip(): line for line in md.read_text().splitlines() if line.startswith("| ")}
     assert "10.0\\*" in rows["bf16"] and "10.0\\*" not in rows["q"]
     assert "p99 from fewer than 100 requests" in md.read_text() and "10.0*" in page.read_text()

@@ -38,12 +38,13 @@ def test_summarize_exact_percentiles():
     assert (s["n"], s["errors"], s["first_error"]) == (5, 1, "HTTP 500: boom")
     # ttft ms = [10, 20, 30, 40]; linear: p90 at rank 2.7 -> 37, p99 at rank 2.97 -> 39.7
     # p95 at rank 2.85 -> 38.5, p99.9 at rank 2.997 -> 39.97
-    assert s["ttft_ms"] == pytest.approx({"mean": 25.0, "p50": 25.0, "p90": 37.0, "p95": 38.5, "p99": 39.7,
+    # std: population (numpy's default, as vLLM's benchmark): sqrt(125) ms
+    assert s["ttft_ms"] == pytest.approx({"mean": 25.0, "std": 125 ** 0.5, "p50": 25.0, "p90": 37.0, "p95": 38.5, "p99": 39.7,
                                           "p99.9": 39.97, "n": 4})
     # tpot = (e2e - ttft) / 10 = [10, 20, 30, 40] ms
     assert s["tpot_ms"]["p99"] == pytest.approx(39.7)
     # itl pooled: ten each of 10, 20, 30, 40 ms -> p90 = 40 (rank 35.1 lies in the 40s)
-    assert s["itl_ms"] == pytest.approx({"mean": 25.0, "p50": 25.0, "p90": 40.0, "p95": 40.0, "p99": 40.0,
+    assert s["itl_ms"] == pytest.approx({"mean": 25.0, "std": 125 ** 0.5, "p50": 25.0, "p90": 40.0, "p95": 40.0, "p99": 40.0,
                                          "p99.9": 40.0, "n": 40})
     assert s["e2e_ms"]["p90"] == pytest.approx(407.0) and s["e2e_ms"]["p99"] == pytest.approx(436.7)
     assert "goodput_rps" not in s

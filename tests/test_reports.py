@@ -11,7 +11,7 @@ def test_render_all_with_paired_columns(tmp_path):
                                        "unserved": variant({"math": 0.5}, status="unsupported")})
     write_samples(run, "bf16", "math", [1.0] * 180 + [0.0] * 20)
     write_samples(run, "q", "math", [0.0] * 24 + [1.0] * 156 + [0.0] * 20)
-    md, png, page = render_all(run, __import__("json").loads((run / "results.json").read_text()))
+    md, png, page, *_ = render_all(run, __import__("json").loads((run / "results.json").read_text()))
     text = md.read_text()
     tables = [[line for line in part.splitlines() if line.startswith("|")] for part in text.split("\n## ")]
     assert all(len({line.count("|") for line in rows}) <= 1 for rows in tables)   # each table's rows as wide

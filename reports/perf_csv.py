@@ -1,0 +1,54 @@
+"""runs/<recipe>/perf.csv: one row per variant x workload x level, for spreadsheets (GuideLLM writes CSV by
+default). Columns: variant, status, workload, level_kind, level_value, then the keys of
+`vllm bench serve --save-result` (reports/vllm_bench.py maps ours to them). A variant without perf points
+(not served, failed) gets one row per workload with its status and empty metrics."""
+
+from __future__ import annotations
+
+import csv
+import io
+from pathlib import Path
+
+from quant.store import write_text
+from reports.vllm_bench import level_of, vllm_bench_result
+
+ROW_KEYS = ("variant", "status", "workload", "level_kind", "level_value")
+
+
+def _workload_names(results: dict) -> list[str]:
+    names = [w["name"] for w in ((results.get("recipe") or {}).get("perf") or {}).get("workloads") or []]
+    for record in results.get("variants", {}).values():
+        names += [n for n in (record.get("perf") or {}) if n not in names]
+    return names
+
+
+def perf_rows(results: dict) -> list[dict]:
+    rows = []
+    for variant, record in results.get("variants", {}).items():
+        status = record.get("status")
+        for workload in _workload_names(results):
+            points = ((record.get("perf") or {}).get(workload) or {}).get("points") or []
+            if not points:
+                rows.append({"variant": variant, "status": status, "workload": workload})
+            for point in points:
+                kind, value = level_of(point)
+                rows.append({"variant": variant, "status": status, "workload": workload, "level_kind": kind,
+                             "level_value": value, **vllm_bench_result(results, variant, workload, point)})
+    return rows
+
+
+def render_perf_csv(results: dict) -> str:
+    rows = perf_rows(results)
+    columns = list(ROW_KEYS) + [k for row in rows for k in row if k not in ROW_KEYS]
+    columns = list(dict.fromkeys(columns))
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=columns, restval="", lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    return buf.getvalue()
+
+
+def write_perf_csv(out: Path, results: dict) -> Path:
+    path = Path(out) / "perf.csv"
+    write_text(path, render_perf_csv(results))
+    return path
