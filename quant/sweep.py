@@ -112,7 +112,9 @@ def _sweep(recipe: Recipe, out: Path, recipe_path: Path | None, cache_dir: Path 
     _save(out, results)
     from reports.render import render_all
     written = render_all(out, results)
-    reporter.log(f"wrote {', '.join(str(p) for p in written)}")
+    top = [p.name for p in written if p.parent == out]
+    reporter.log(f"wrote {out}/: {', '.join(top)}" + (f" and {len(written) - len(top)} per-variant files"
+                                                     if len(written) > len(top) else ""))
     return results
 
 
