@@ -43,6 +43,12 @@ def test_lm_evals_tracker_files_are_written_cached_and_laid_out_as_lm_eval_does(
     [results_path] = out.glob("results_*.json")
     [samples_path] = out.glob("samples_gsm8k_*.jsonl")
     assert samples_path.name == f"samples_gsm8k_{results_path.stem.removeprefix('results_')}.jsonl"
+    from lm_eval.utils import get_file_task_name, get_results_filenames, get_sample_results_filenames
+
+    names = [str(p) for p in out.iterdir()]   # lm-eval's own helpers find and parse them
+    assert get_results_filenames(names) == [str(results_path)]
+    assert get_sample_results_filenames(names) == [str(samples_path)]
+    assert get_file_task_name(samples_path.name) == "gsm8k"
     results = json.loads(results_path.read_text())
     for key in ("results", "configs", "versions", "n-shot", "higher_is_better", "n-samples", "task_hashes"):
         assert "gsm8k" in results[key], key
