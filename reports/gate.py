@@ -68,7 +68,8 @@ def load_side(spec: str) -> tuple[dict, str | None]:
     if path.is_dir():
         path = path / "results.json"
     if not path.is_file():
-        raise GateInputError(f"{spec}: no results.json there")
+        raise GateInputError(f"{spec}: no results.json there (a `quant sweep` run) nor lm-eval's "
+                             f"results_<timestamp>.json (an `lm_eval --output_path` directory)")
     try:
         results = read_results(path)
     except ResultsError as exc:
