@@ -21,10 +21,12 @@ from evals.runner import evaluate_task
 from perf.engines import VLLMServer, resolve_engine_python
 from quant.recipe import Recipe
 from quant.store import read_json
+from reports.samples import metric_key
 
 
 def _scored(samples: list[dict], metric: str) -> dict[int, tuple[float, str]]:
-    return {s["doc_id"]: (s["metrics"][metric], str((s.get("resps") or [[""]])[0][0])) for s in samples}
+    return {s["doc_id"]: (s["metrics"][metric_key(s["metrics"], metric)], str((s.get("resps") or [[""]])[0][0]))
+            for s in samples}
 
 
 def main() -> None:

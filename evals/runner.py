@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 
@@ -10,11 +9,12 @@ from evals.registry import code_execution, lm_eval_spec, primary_metric, task_ma
 from evals.sandbox import unisolated_permitted
 from evals.stats import mean_ci
 
-SAMPLE_KEYS = ("doc_id", "target", "resps", "filtered_resps")
+SAMPLE_KEYS = ("doc_id", "target", "resps", "doc_hash", "prompt_hash", "target_hash")
 
 
 def _metric_names(config: dict, filters: list[str]) -> list[tuple[str, str, str]]:
-    """(our name, lm-eval's metric, filter): plain metric names unless the task has several filters."""
+    """(summary name, lm-eval's metric, filter): the summary (results.json) names a metric plainly unless the
+    task has several filters; per-item records always use lm-eval's "metric,filter"."""
     metrics = [m["metric"] if isinstance(m["metric"], str) else m["metric"].__name__
                for m in config.get("metric_list", [])]
     return [(m if len(filters) == 1 else f"{m},{f}", m, f) for f in filters for m in metrics]
@@ -38,26 +38,48 @@ def _directions(config: dict) -> dict[str, dict]:
     return out
 
 
-def evaluate_task(lm, task) -> tuple[dict, list[dict]]:
-    """task: a recipe Task. -> (summary, samples). summary: {metric: {value, n, ci95}, "primary": name}."""
+def evaluate_task(lm, task, lm_eval_dir: Path | None = None,
+                  model_name: str = "quant-suite") -> tuple[dict, list[dict]]:
+    """task: a recipe Task. -> (summary, samples). summary: {metric: {value, n, ci95}, "primary": name}.
+    With lm_eval_dir, also writes lm-eval's own output files there (evals.lm_eval_output)."""
     import lm_eval
 
+    from evals import lm_eval_output
+
+    tracker = lm_eval_output.tracker(lm_eval_dir) if lm_eval_dir is not None else None
     options = {k: v for k, v in task.lm_eval_options().items() if k != "data_files"}
     out = lm_eval.simple_evaluate(model=lm, tasks=[lm_eval_spec(task)], task_manager=task_manager(),
                                   limit=task.limit, log_samples=True,
                                   confirm_run_unsafe_code=code_execution(task) != "host" or unisolated_permitted(),
-                                  bootstrap_iters=0, verbosity="ERROR", **options)
-    raw = out["samples"][task.name]
+                                  bootstrap_iters=0, verbosity="ERROR", evaluation_tracker=tracker,
+                                  **options)
+    summary, samples = summarise(out["samples"][task.name], out["configs"][task.name], task.name)
+    if tracker is not None:
+        lm_eval_output.save(tracker, out, model_name)
+    return summary, samples
+
+
+def _prompt(sample: dict) -> str | None:
+    """The first request's context, as simple_evaluate logs it or as lm-eval's samples file stores it."""
+    args = sample.get("arguments")
+    if isinstance(args, dict):   # samples_<task>_<ts>.jsonl: {"gen_args_0": {"arg_0": context, ...}}
+        return (args.get("gen_args_0") or {}).get("arg_0")
+    return args[0][0] if args else None
+
+
+def summarise(raw: list[dict], config: dict, task_name: str) -> tuple[dict, list[dict]]:
+    """lm-eval's logged samples (one per document and filter) -> (summary, one record per document)."""
     filters = list(dict.fromkeys(s["filter"] for s in raw))
-    names = _metric_names(out["configs"][task.name], filters)
+    names = _metric_names(config, filters)
     by_doc: dict[int, dict] = {}
     for s in raw:  # one logged sample per document and filter
         record = by_doc.setdefault(s["doc_id"], {k: s.get(k) for k in SAMPLE_KEYS} | {
-            "prompt": s["arguments"][0][0] if s.get("arguments") else None, "metrics": {}})
-        for ours, metric, filter_name in names:
+            "prompt": _prompt(s), "filtered_resps": {}, "metrics": {}})
+        record["filtered_resps"][s["filter"]] = s.get("filtered_resps")
+        for _, metric, filter_name in names:
             value = _number(s.get(metric)) if s["filter"] == filter_name else None
             if value is not None:
-                record["metrics"][ours] = value
+                record["metrics"][f"{metric},{filter_name}"] = value
     samples = [by_doc[d] for d in sorted(by_doc)]
     # Items that come in groups (a `group` field on every doc) get a CI that resamples whole groups.
     docs = {s["doc_id"]: s.get("doc") or {} for s in raw}
@@ -65,18 +87,9 @@ def evaluate_task(lm, task) -> tuple[dict, list[dict]]:
     groups = groups if all(g is not None for g in groups) else None
     for record, group in zip(samples, groups or []):
         record["group"] = group   # the gate's paired interval resamples whole groups too
-    scored = [ours for ours, _, _ in names if all(ours in r["metrics"] for r in samples)]
-    direction = _directions(out["configs"][task.name])
-    summary = {m: mean_ci([r["metrics"][m] for r in samples], groups) | direction.get(m.split(",")[0], {})
-               for m in scored}
-    summary["primary"] = primary_metric(task.name, scored)
+    scored = {ours: f"{m},{f}" for ours, m, f in names if all(f"{m},{f}" in r["metrics"] for r in samples)}
+    direction = _directions(config)
+    summary = {ours: mean_ci([r["metrics"][key] for r in samples], groups) | direction.get(key.split(",")[0], {})
+               for ours, key in scored.items()}
+    summary["primary"] = primary_metric(task_name, list(scored))
     return summary, samples
-
-
-def write_samples(path: Path, samples: list[dict]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    with tmp.open("w") as f:
-        for s in samples:
-            f.write(json.dumps(s, default=str) + "\n")
-    tmp.replace(path)

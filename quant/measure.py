@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import tempfile
 import time
 from pathlib import Path
 
@@ -10,6 +11,7 @@ from quant import kl_stage
 from quant.store import copy_file
 
 STAGE_EVAL, STAGE_PERF = "evals", "perf"
+LM_EVAL = "lm_eval"   # lm-eval's own output files, in the eval stage and in each variant's directory
 
 
 def _collect_eval(ctx, key: str, task: str, record: dict, vdir: Path, backend: str) -> None:
@@ -18,6 +20,15 @@ def _collect_eval(ctx, key: str, task: str, record: dict, vdir: Path, backend: s
     record["accuracy"][task] = {"metric": primary, **summary[primary], "backend": backend,
                                 "metrics": {m: v for m, v in summary.items() if m != "primary"}}
     copy_file(ctx.cache.path(STAGE_EVAL, key) / "samples.jsonl", vdir / "evals" / f"{task}.jsonl")
+    _collect_lm_eval(ctx.cache.path(STAGE_EVAL, key) / LM_EVAL, vdir)
+
+
+def _collect_lm_eval(cached: Path, vdir: Path) -> None:
+    """lm-eval's layout, output_path/<model_name_sanitized>/, so its tooling reads variants/<v>/lm_eval."""
+    from lm_eval.utils import sanitize_model_name
+
+    for src in sorted(cached.glob("*")) if cached.is_dir() else []:
+        copy_file(src, vdir / LM_EVAL / sanitize_model_name(vdir.name) / src.name)
 
 
 def _collect_perf(ctx, key: str, name: str, record: dict, vdir: Path) -> None:
@@ -29,16 +40,18 @@ def _collect_perf(ctx, key: str, name: str, record: dict, vdir: Path) -> None:
     copy_file(ctx.cache.path(STAGE_PERF, key) / "records.jsonl", vdir / "perf" / f"{name}.jsonl")
 
 
-def _run_eval(ctx, lm, task, key: str) -> None:
+def _run_eval(ctx, lm, task, key: str, model_name: str) -> None:
     size = _task_size(task.name)
     total = size if task.limit is None else min(task.limit, size or task.limit)
     with ctx.reporter.bar(f"  eval {task.key}", total=total) as advance:
         if hasattr(lm, "progress"):
             lm.progress = advance
         started = time.time()
-        summary, samples = evaluate_task(lm, task)
-    summary["eval_seconds"] = round(time.time() - started, 2)
-    ctx.cache.save_json(STAGE_EVAL, key, summary, extra={"samples.jsonl": samples})
+        with tempfile.TemporaryDirectory(prefix="quant-lm-eval-") as scratch:
+            summary, samples = evaluate_task(lm, task, lm_eval_dir=Path(scratch), model_name=model_name)
+            summary["eval_seconds"] = round(time.time() - started, 2)
+            lm_eval_files = {f"{LM_EVAL}/{path.name}": path for path in Path(scratch).glob("*/*")}
+            ctx.cache.save_json(STAGE_EVAL, key, summary, extra={"samples.jsonl": samples}, files=lm_eval_files)
     primary = summary["primary"]
     ctx.reporter.log(f"  {task.key}: {primary} {summary[primary]['value']:.3f} "
                      f"(n={summary[primary]['n']}, {summary['eval_seconds']:.1f}s)")
@@ -72,7 +85,7 @@ def measure_served(ctx, variant, checkpoint: Path, ckpt_key: str, record: dict, 
                 lm = ServedLM(server.completions_url, variant.name, tokenizer_dir=checkpoint,
                               concurrency=ctx.recipe.eval_concurrency)
                 for task in todo_tasks:
-                    _run_eval(ctx, lm, task, eval_keys[task.key])
+                    _run_eval(ctx, lm, task, eval_keys[task.key], variant.name)
                 kl_stage.run(ctx, variant, lm, todo_kl, eval_keys)
                 for workload in todo_perf:
                     levels = workload.levels()
@@ -110,7 +123,7 @@ def measure_inprocess(ctx, variant, checkpoint: Path, ckpt_key: str, record: dic
         except Exception as exc:  # noqa: BLE001 - any loader failure is this variant's reason
             raise StageError(f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}") from None
         for task in todo:
-            _run_eval(ctx, lm, task, keys[task.key])
+            _run_eval(ctx, lm, task, keys[task.key], variant.name)
         kl_stage.run(ctx, variant, lm, todo_kl, keys)
     for name, key in keys.items():
         _collect_eval(ctx, key, name, record, vdir, "inprocess")

@@ -151,12 +151,16 @@ class Cache:
         stages = [p for p in self.root.iterdir() if p.is_dir()] if self.root.is_dir() else []
         return [removed for stage in stages for removed in remove_leftovers(stage)]
 
-    def save_json(self, stage: str, key: str, data: Any, extra: dict[str, list[dict]] | None = None) -> Path:
+    def save_json(self, stage: str, key: str, data: Any, extra: dict[str, list[dict]] | None = None,
+                  files: dict[str, Path] | None = None) -> Path:
+        """extra: JSON-lines files to store beside result.json; files: {name in the stage: file to copy}."""
         build = self.staging(stage, key)
         try:
             write_json(build / "result.json", data)
             for name, rows in (extra or {}).items():
                 write_jsonl(build / name, rows)
+            for name, src in (files or {}).items():
+                copy_file(src, build / name)
             return self.commit(stage, key, build)
         except BaseException:
             shutil.rmtree(build, ignore_errors=True)

@@ -302,8 +302,8 @@ def task_key(ctx: Context, task, ckpt_key: str, backend: str, engine_args: dict 
     data = {split: file_digest(Path(path)) for split, path in files.items()}
     engine = (digest(ctx.engine_key, engine_args or {}) if backend == "served"
               else digest(versions("transformers", "compressed-tensors")))
-    return digest("eval", ckpt_key, task.name, task_src, task.limit, options, data, backend, engine,
-                  versions("lm_eval"))
+    return digest("eval", "lm-eval-files", ckpt_key, task.name, task_src, task.limit, options, data, backend,
+                  engine, versions("lm_eval"))
 
 
 def perf_key(ctx: Context, workload, ckpt_key: str, engine_args: dict) -> str:

@@ -16,8 +16,9 @@ from pydantic import ValidationError
 from quant.recipe import Gates
 from reports.metric_kinds import higher_is_better, is_mean_metric
 from reports.gate_rules import EXIT, INCONCLUSIVE, PASS, REGRESSION, Verdict, decide
-from reports.results_file import ResultsError, read_results
-from reports.samples import ItemFileError, ItemMismatch, ItemScores, item_scores, paired_scores
+from reports.lm_eval_dir import read_lm_eval_dir, results_files
+from reports.results_file import ResultsError, read_results, validate_results
+from reports.samples import ItemFileError, ItemMismatch, ItemScores, item_scores, paired_scores, records_scores
 
 __all__ = ["EXIT", "Check", "GateInputError", "compare", "load_policy", "load_side", "outcome", "pick_variant"]
 
@@ -58,10 +59,17 @@ def load_side(spec: str) -> tuple[dict, str | None]:
     if not path.exists() and ":" in spec:
         head, variant = spec.rsplit(":", 1)
         path = Path(head)
+    if not (path / "results.json").is_file() and results_files(path):
+        try:
+            results = validate_results(read_lm_eval_dir(path), str(path))
+        except ResultsError as exc:
+            raise GateInputError(str(exc)) from None
+        return results | {"_run_dir": None, "_path": str(path)}, variant
     if path.is_dir():
         path = path / "results.json"
     if not path.is_file():
-        raise GateInputError(f"{spec}: no results.json there")
+        raise GateInputError(f"{spec}: no results.json there (a `quant sweep` run) nor lm-eval's "
+                             f"results_<timestamp>.json (an `lm_eval --output_path` directory)")
     try:
         results = read_results(path)
     except ResultsError as exc:
@@ -139,6 +147,9 @@ def _check_is_mean(task: str, entry: dict, items: ItemScores) -> None:
 
 def _items(side: dict, task: str, metric: str) -> ItemScores | None:
     try:
+        if "_items" in side:   # an lm-eval output directory's samples file, read with its results
+            path, records = side["_items"][task]
+            return records_scores(path, records, metric)
         return item_scores(side.get("_run_dir"), side["name"], task, metric)
     except ItemFileError as exc:
         raise GateInputError(str(exc)) from None

@@ -76,10 +76,11 @@ def validate_results(data, where: str) -> dict:
     if not isinstance(data, dict):
         raise ResultsError(f"{where}: not a quant-suite results.json (the top level is a {type(data).__name__})")
     if "variants" not in data or "baseline" not in data:
-        kind = ("an lm-eval results file" if "results" in data and ("configs" in data or "versions" in data)
-                else "not a quant-suite results.json")
-        raise ResultsError(f"{where}: {kind}: no 'variants' and 'baseline' (expected a `quant sweep` "
-                           f"results.json)")
+        if "results" in data and ("configs" in data or "versions" in data):
+            raise ResultsError(f"{where}: an lm-eval results file: `quant gate` takes its directory (with the "
+                               f"--log_samples samples files); other commands need a `quant sweep` results.json")
+        raise ResultsError(f"{where}: not a quant-suite results.json: no 'variants' and 'baseline' (expected a "
+                           f"`quant sweep` results.json)")
     variants = data["variants"]
     if not isinstance(variants, dict) or not variants:
         raise ResultsError(f"{where}: 'variants' is empty or not a mapping")

@@ -102,7 +102,7 @@ def test_bring_your_own_extraction_scores_fields_and_schema(tmp_path):
                             for q in range(1, 5)))
     summary, samples = evaluate_task(inprocess_lm(DEMO_MODEL), Task(name="extraction", data_files=str(data)))
     assert summary["primary"] == "field_f1" and summary["field_f1"]["n"] == 4
-    assert set(samples[0]["metrics"]) == {"field_f1", "json_valid", "exact_match", "schema_valid"}
+    assert set(samples[0]["metrics"]) == {f"{m},none" for m in ("field_f1", "json_valid", "exact_match", "schema_valid")}
 
 
 # --- the served backend against a loopback server that fails on purpose -----------------------------------
