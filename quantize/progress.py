@@ -4,8 +4,8 @@ stream to draw its bar. One line each: `QUANTIZE-PROGRESS: <done>/<total> <unit>
 
 from __future__ import annotations
 
+import logging
 import re
-import sys
 from dataclasses import dataclass
 from typing import Iterable, Iterator
 
@@ -60,4 +60,4 @@ def report_pipeline_progress() -> None:
     if hasattr(pipeline, "tqdm"):
         pipeline.tqdm = _pipeline_batches
     else:
-        print("note: llmcompressor's sequential pipeline has no tqdm loop; no per-layer progress", file=sys.stderr)
+        logging.getLogger(__name__).warning("llmcompressor's sequential pipeline has no tqdm loop: no per-layer progress")
