@@ -96,3 +96,14 @@ def test_the_sweep_streams_the_quantizer_log_and_drives_its_progress_line(tmp_pa
     assert reporter.updates == [(0, 2, "steps quantizing"), (1, 2, "steps writing the checkpoint"),
                                 (2, 2, "steps done")]
     assert manifest["variant"] == "rtn" and (path / "quant_manifest.json").is_file()
+
+
+def test_in_process_evals_advance_the_progress_per_request():
+    from evals.backends import inprocess_lm
+    from evals.runner import evaluate_task
+    from quant.recipe import Task
+
+    lm, done = inprocess_lm(DEMO_MODEL), []
+    lm.progress = done.append
+    summary, _ = evaluate_task(lm, Task(name="demo_math", limit=3))
+    assert summary["exact_match"]["n"] == 3 and sum(done) == 3
