@@ -46,7 +46,7 @@ def evaluate_task(lm, task) -> tuple[dict, list[dict]]:
     out = lm_eval.simple_evaluate(model=lm, tasks=[lm_eval_spec(task)], task_manager=task_manager(),
                                   limit=task.limit, log_samples=True,
                                   confirm_run_unsafe_code=code_execution(task) != "host" or unisolated_permitted(),
-                                  bootstrap_iters=0, verbosity="ERROR", **options)
+                                  bootstrap_iters=0, **options)   # lm-eval logs at our --verbosity (quant/logs.py)
     raw = out["samples"][task.name]
     filters = list(dict.fromkeys(s["filter"] for s in raw))
     names = _metric_names(out["configs"][task.name], filters)

@@ -73,10 +73,13 @@ def test_debug_shows_everything_and_error_hides_the_warnings():
     assert not any(w in _stderr("ERROR") for w in ("hf-warning", "python-warning", "lm-eval-warning", "HTTP"))
 
 
-def test_registry_silences_only_the_expected_task_override():
-    from evals.registry import task_manager
+def test_an_eval_leaves_lm_eval_warnings_on_and_silences_only_the_expected_task_override():
+    from evals.backends import inprocess_lm
+    from evals.runner import evaluate_task
+    from quant.recipe import Task
 
-    task_manager()
+    evaluate_task(inprocess_lm(REPO / "quant/demo/model"), Task(name="demo_math", limit=1))
+    assert logging.getLogger("lm_eval").propagate   # to our handler, not lm-eval's own
     assert logging.getLogger("lm_eval").getEffectiveLevel() <= logging.WARNING
     assert logging.getLogger("lm_eval.models.huggingface").getEffectiveLevel() <= logging.WARNING
     assert logging.getLogger("lm_eval.tasks._index").getEffectiveLevel() == logging.ERROR
