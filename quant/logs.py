@@ -49,9 +49,21 @@ def level_of(verbosity: str | None, verbose: int = 0) -> int:
     return max(logging.DEBUG, logging.getLevelName(DEFAULT) - 10 * verbose)
 
 
+class _Stderr(logging.StreamHandler):
+    """Writes to whatever sys.stderr is when a record comes (a redirected or captured stderr too)."""
+
+    @property
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value) -> None:
+        pass
+
+
 def configure(level: int) -> None:
     """Root handler on stderr at `level`; Python warnings and the libraries' own loggers follow it."""
-    handler = logging.StreamHandler(sys.stderr)
+    handler = _Stderr()
     handler.setFormatter(logging.Formatter(FORMAT))
     handler.addFilter(_Threshold(level))
     logging.basicConfig(level=level, handlers=[handler], force=True)
@@ -59,7 +71,7 @@ def configure(level: int) -> None:
     for name in ROUTINE:
         logging.getLogger(name).setLevel(level if level == logging.DEBUG else max(level, logging.WARNING))
     _transformers_follows(level)
-    # lm-eval adds its own handler once its setup_logging runs; until then its records reach ours.
+    # lm-eval propagates to our handler as long as its setup_logging is not called (evals/runner.py does not).
     logging.getLogger("lm_eval").setLevel(level)
 
 
