@@ -51,8 +51,8 @@ def evaluate_task(lm, task, lm_eval_dir: Path | None = None,
     out = lm_eval.simple_evaluate(model=lm, tasks=[lm_eval_spec(task)], task_manager=task_manager(),
                                   limit=task.limit, log_samples=True,
                                   confirm_run_unsafe_code=code_execution(task) != "host" or unisolated_permitted(),
-                                  bootstrap_iters=0, verbosity="ERROR", evaluation_tracker=tracker,
-                                  **options)
+                                  bootstrap_iters=0, evaluation_tracker=tracker,
+                                  **options)   # lm-eval logs at our --verbosity (quant/logs.py)
     summary, samples = summarise(out["samples"][task.name], out["configs"][task.name], task.name)
     if tracker is not None:
         lm_eval_output.save(tracker, out, model_name)

@@ -10,6 +10,7 @@ import sys
 import threading
 from pathlib import Path
 
+from quant import logs
 from quant.recipe import RecipeError
 from reports.gate_rules import ERROR, EXIT, INCONCLUSIVE, PASS, REGRESSION
 
@@ -377,12 +378,15 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--out")
     d.add_argument("--device", default="cpu", help="build-model on cpu (default; the shipped checkpoint) or cuda")
     d.set_defaults(func=cmd_demo)
+    for command in sub.choices.values():
+        logs.add_arguments(command)
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     _offline_defaults()
     args = build_parser().parse_args(argv)
+    logs.configure(logs.level_of(args.verbosity, args.verbose))
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _on_sigterm)
     try:

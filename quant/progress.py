@@ -7,7 +7,15 @@ import time
 from contextlib import contextmanager
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColumn, TextColumn, TimeElapsedColumn
+from rich.text import Text
+
+
+class RateColumn(ProgressColumn):
+    """Items per second (evals, requests)."""
+
+    def render(self, task) -> Text:
+        return Text(f"{task.speed:.1f}/s" if task.speed else "", style="dim")
 
 
 class Reporter:
@@ -29,8 +37,22 @@ class Reporter:
             yield lambda n=1: None
             self.log(f"{description}: {'' if total is None else f'{total} '}done in {time.time() - start:.1f}s")
             return
-        columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+        columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), RateColumn(),
+                   TimeElapsedColumn())
         with Progress(*columns, console=self.console, transient=True) as progress:
             task = progress.add_task(description, total=total)
             yield lambda n=1: progress.advance(task, n)
         self.log(f"{description}: {'' if total is None else f'{total} '}done")
+
+    @contextmanager
+    def steps(self, description: str):
+        """For work whose total and stage change as it goes (layers of a quantization, units of a
+        sensitivity analysis): yields update(done, total, detail); a no-op when quiet or not a terminal."""
+        if self.quiet or not self.console.is_terminal:
+            yield lambda done, total, detail="": None
+            return
+        columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                   TextColumn("[dim]{task.fields[detail]}"), TimeElapsedColumn())
+        with Progress(*columns, console=self.console, transient=True) as progress:
+            task = progress.add_task(description, total=None, detail="")
+            yield lambda done, total, detail="": progress.update(task, completed=done, total=total, detail=detail)

@@ -3,6 +3,7 @@ quantize/sensitivity.py), cached by content, and its report (sensitivity.json, .
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from quant.hashing import digest, versions
@@ -15,7 +16,7 @@ STAGE = "sensitivity"
 def ranking(cache: Cache, reporter, model_dir: Path, model_key: str, recipe: Recipe, variant: Variant,
             spec: Sensitivity | None = None, device: str = "cpu") -> dict:
     from quantize.calibration import calibration_texts
-    from quantize.sensitivity import analyse, task_items, units_of, weight_args
+    from quantize.sensitivity import analyse, task_items, weight_args
     from quantize.shapes import apply_unfit_policy
 
     spec = spec or variant.sensitivity or Sensitivity(keep_top=1)
@@ -31,9 +32,11 @@ def ranking(cache: Cache, reporter, model_dir: Path, model_key: str, recipe: Rec
     items = task_items(recipe.tasks, spec.items_per_task) if spec.items_per_task else {}
     reporter.log(f"  sensitivity: {variant.name} weights one unit ({spec.by}) at a time, on {len(texts)} "
                  f"calibration texts and {sum(map(len, items.values()))} task items")
-    with reporter.bar(f"  sensitivity ({spec.by})", total=None) as advance:
+    started = time.time()
+    with reporter.steps(f"  sensitivity ({spec.by})") as update:   # units done / total, the one being scored
         result = analyse(model_dir, variant, texts, items, by=spec.by,
-                         max_length=recipe.calibration.max_seq_length, device=device, progress=advance)
+                         max_length=recipe.calibration.max_seq_length, device=device, progress=update)
+    reporter.log(f"  sensitivity: {len(result['units'])} units scored in {time.time() - started:.1f}s")
     cache.save_json(STAGE, key, result)
     return result
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import logging
 import shutil
 import sys
 import time
@@ -15,13 +16,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from evals.registry import TASKS_DIR, check_code_isolation
+from perf.engines.process import engine_warnings, log_since, run_tied_streaming
 from quant.hashing import digest, file_digest, tree_digest, versions
 from quant.models import resolve_model
 from quant.progress import Reporter
 from quant.recipe import Recipe, Variant
-from quant.store import Cache, read_json, remove_leftovers, write_json, write_jsonl, write_text
+from quant.store import Cache, read_json, remove_leftovers, write_json, write_jsonl
 from quantize.gguf_source import source_facts
 from quantize.manifest import library_versions
+
+log = logging.getLogger(__name__)
 
 
 class StageError(Exception):
@@ -165,11 +169,16 @@ def run_variant(ctx: Context, variant: Variant) -> dict:
     record.update(checkpoint=str(checkpoint), checkpoint_key=ckpt_key, size_bytes=size, manifest=manifest)
     record["memory"].update(_memory(ctx, variant, checkpoint, size))
     vdir = ctx.out / "variants" / variant.name
+    server_log = vdir / "server.log"
+    seen = server_log.stat().st_size if server_log.exists() else 0   # the log is appended to across runs
     try:
         measure_variant(ctx, variant, checkpoint, ckpt_key, record, vdir)
     except Exception as exc:  # noqa: BLE001 - one variant's failure must not end the sweep
         ctx.reporter.log(f"  [red]{type(exc).__name__}[/red]: {exc}")
         record.update(status="failed", reason=f"measurement: {type(exc).__name__}: {str(exc)[:300]}")
+    finally:
+        for line in engine_warnings(log_since(server_log, seen)):
+            log.warning("%s engine: %s (%s)", variant.name, line, server_log)
     return record
 
 
@@ -193,7 +202,7 @@ def _memory(ctx: Context, variant: Variant, checkpoint: Path, weights_bytes: int
 
 
 def ensure_checkpoint(ctx: Context, variant: Variant) -> tuple[Path, str, dict]:
-    from perf.engines.process import run_tied
+    from quantize.progress import parse as parse_progress
 
     if variant.checkpoint:
         path = Path(variant.checkpoint).expanduser()
@@ -216,14 +225,18 @@ def ensure_checkpoint(ctx: Context, variant: Variant) -> tuple[Path, str, dict]:
         ctx.reporter.log(f"  quantizing with {variant.backend} ({_describe(variant)}) …")
         build = ctx.cache.staging("checkpoints", key)
         started = time.time()
+        log_path = ctx.out / "variants" / variant.name / "quantize.log"
         try:   # the quantizer dies with the sweep, even a SIGKILLed one (it may hold a GPU)
-            proc = run_tied([sys.executable, "-m", "quantize", "--model", str(ctx.model_dir),
-                             "--variant-json", variant.model_dump_json(), "--calibration-json",
-                             ctx.recipe.calibration.model_dump_json(), "--out", str(build / "model")])
-            log_path = ctx.out / "variants" / variant.name / "quantize.log"
-            write_text(log_path, proc.stdout + proc.stderr)
+            with ctx.reporter.steps(f"  quantize {variant.name}") as update:
+                def show(line: str) -> None:
+                    if (p := parse_progress(line)) is not None:
+                        update(p.done, p.total, p.describe())
+                proc = run_tied_streaming([sys.executable, "-m", "quantize", "--model", str(ctx.model_dir),
+                                           "--variant-json", variant.model_dump_json(), "--calibration-json",
+                                           ctx.recipe.calibration.model_dump_json(), "--out", str(build / "model")],
+                                          log_path, on_line=show)
             if proc.returncode != 0:
-                raise StageError(_last_error(proc.stderr) or f"exit code {proc.returncode} (see {log_path})")
+                raise StageError(_last_error(proc.stdout) or f"exit code {proc.returncode} (see {log_path})")
             ctx.cache.commit("checkpoints", key, build)
         except BaseException:
             shutil.rmtree(build, ignore_errors=True)

@@ -18,6 +18,7 @@ from quant.recipe import Calibration, Variant
 from quantize import schemes
 from quantize.calibration import calibration_texts, texts_sha256
 from quantize.manifest import MANIFEST_NAME, checkpoint_facts, library_versions, write_manifest
+from quantize.progress import emit as emit_progress
 from quantize.runner import QuantizeError, quantize_in_subprocess
 from quantize.shapes import apply_unfit_policy, describe
 
@@ -56,8 +57,10 @@ def quantize_variant(model_dir: Path, variant: Variant, calibration: Calibration
         shutil.rmtree(stale, ignore_errors=True)
     try:
         start = time.perf_counter()
+        emit_progress(0, 2, "steps", "quantizing")
         info = impl.quantize(model_dir, variant, texts, calibration, packed if dense else tmp)
         wall = time.perf_counter() - start
+        emit_progress(1, 2, "steps", "writing the checkpoint")
         facts = checkpoint_facts(packed if dense else tmp)
         if dense:
             from quantize.dense import write_dense
@@ -86,6 +89,7 @@ def quantize_variant(model_dir: Path, variant: Variant, calibration: Calibration
         }
         write_manifest(tmp, manifest)
         _replace_dir(tmp, out_dir)
+        emit_progress(2, 2, "steps", "done")
     finally:
         for leftover in (tmp, packed):
             shutil.rmtree(leftover, ignore_errors=True)

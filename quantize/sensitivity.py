@@ -187,7 +187,7 @@ class _Scorer:
 
 def analyse(model_dir: Path, variant, texts: list[str], items: dict[str, list[tuple[str, str]]],
             by: str = "module", max_length: int = 256, device: str = "cpu",
-            progress: Callable[[int], None] | None = None) -> dict[str, Any]:
+            progress: Callable[[int, int, str], None] | None = None) -> dict[str, Any]:
     """Score every unit; -> {"units": [...ranked by KL, most sensitive first], "baseline_loss", ...}."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -198,7 +198,10 @@ def analyse(model_dir: Path, variant, texts: list[str], items: dict[str, list[tu
     scorer = _Scorer(model, tokenizer, texts, items, max_length, device)
     modules = dict(model.named_modules())
     rows = []
-    for unit, names in units_of(model, by, variant.ignore).items():
+    units = units_of(model, by, variant.ignore)
+    for done, (unit, names) in enumerate(units.items()):
+        if progress:
+            progress(done, len(units), unit)
         originals = {n: modules[n].weight.data.clone() for n in names}
         try:
             for n in names:
@@ -210,8 +213,8 @@ def analyse(model_dir: Path, variant, texts: list[str], items: dict[str, list[tu
         rows.append({"unit": unit, "modules": names, "params": sum(originals[n].numel() for n in names),
                      "bits": sum(stored_bits(args, originals[n].shape) for n in names), "kl": kl,
                      "loss_delta": {t: losses[t] - scorer.base_loss[t] for t in losses}})
-        if progress:
-            progress(1)
+    if progress:
+        progress(len(units), len(units), "")
     rows.sort(key=lambda r: -r["kl"])
     for rank, row in enumerate(rows, 1):
         row["rank"] = rank

@@ -126,11 +126,12 @@ def test_the_lifeline_exits_as_its_command_did(tmp_path):
     assert run_tied([sys.executable, "-c", "print('out')"]).stdout == "out\n"
 
 
-def test_a_tied_command_and_its_children_die_with_a_sigkilled_owner(tmp_path):
-    """The quantizer runs this way: `python -m quantize` and the worker it starts."""
-    owner = _owner("""
-        run_tied([sys.executable, "-c", SERVER + "\\n"], grace_s=5)
-    """, tmp_path)
+@pytest.mark.parametrize("call", ['run_tied([sys.executable, "-c", SERVER + "\\n"], grace_s=5)',
+                                  'from pathlib import Path\nfrom perf.engines.process import run_tied_streaming\n'
+                                  'run_tied_streaming([sys.executable, "-c", SERVER + "\\n"], Path(log + ".q"), grace_s=5)'])
+def test_a_tied_command_and_its_children_die_with_a_sigkilled_owner(tmp_path, call):
+    """The quantizer runs this way (streamed to quantize.log): `python -m quantize` and the worker it starts."""
+    owner = _owner(call + "\n", tmp_path)
     deadline = time.monotonic() + 30
     while not (tree := psutil.Process(owner.pid).children(recursive=True))[3:]:
         assert time.monotonic() < deadline

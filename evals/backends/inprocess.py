@@ -2,14 +2,51 @@
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 
+from lm_eval.models import huggingface
 from lm_eval.models.huggingface import HFLM
+from tqdm import tqdm
 
 from evals.tokens import split_ids
 
+_progress: ContextVar = ContextVar("inprocess_progress", default=None)
+
+
+class _CountingTqdm(tqdm):
+    """HFLM's own request bar (drawn or not): each request done also advances our progress callback."""
+
+    def update(self, n=1):
+        if (progress := _progress.get()) is not None:
+            progress(n)
+        return super().update(n)
+
+
+huggingface.tqdm = _CountingTqdm
+
+
+@contextmanager
+def _reporting(progress):
+    token = _progress.set(progress)
+    try:
+        yield
+    finally:
+        _progress.reset(token)
+
 
 class InprocessLM(HFLM):
+    progress = None   # callable(n_done), as ServedLM's: advanced per request done
+
+    def generate_until(self, requests, disable_tqdm: bool = False):
+        with _reporting(self.progress):
+            return super().generate_until(requests, disable_tqdm)
+
+    def loglikelihood(self, requests, disable_tqdm: bool = False):
+        with _reporting(self.progress):
+            return super().loglikelihood(requests, disable_tqdm)
+
     def topk_logprobs(self, pairs: list[tuple[str, str]], k: int = 20) -> list[list[dict[str, float]]]:
         """Per (context, continuation): the top-k next-token logprobs at each continuation token, keyed by
         token text as the served backend keys them."""

@@ -5,6 +5,7 @@ with backoff, greedy. Generation sends text; scoring (loglikelihood, next-token 
 from __future__ import annotations
 
 import asyncio
+import logging
 import random
 from functools import cached_property
 from pathlib import Path
@@ -14,6 +15,7 @@ from lm_eval.api.model import LM
 
 from evals.tokens import split_ids
 
+log = logging.getLogger(__name__)
 MAX_SERVER_STOPS = 4  # vLLM's OpenAI schema caps `stop` at 4 strings; the rest are applied here
 
 
@@ -29,6 +31,7 @@ class ServedLM(LM):
         self.url, self.model, self.tokenizer_dir = completions_url, model, tokenizer_dir
         self.concurrency, self.max_retries, self.timeout_s = concurrency, max_retries, timeout_s
         self.progress = progress  # callable(n_done) or None
+        self.cut_generations = 0   # prompts so long the context could not hold max_gen_toks more tokens
 
     # -- what lm-eval asks of a model ---------------------------------------------------------------
 
@@ -116,12 +119,22 @@ class ServedLM(LM):
         until = [until] if isinstance(until, str) else list(until)
         max_tokens = int(gen_kwargs.get("max_gen_toks", 256))
         if self.max_model_len and self.tokenizer_dir is not None:  # ask for no more than the context holds
-            max_tokens = min(max_tokens, self.max_model_len - len(self._encode(context)))
+            prompt_tokens = len(self._encode(context))
+            if self.max_model_len - prompt_tokens < max_tokens:
+                self._generation_cut(prompt_tokens, max_tokens)
+                max_tokens = self.max_model_len - prompt_tokens
             if max_tokens < 1:
                 return ""
         body = {"prompt": context, "max_tokens": max_tokens, "temperature": float(gen_kwargs.get("temperature", 0.0)),
                 "stop": until[:MAX_SERVER_STOPS], "seed": 1234}
         return truncate_at_stops((await self._post(body))["text"], until)
+
+    def _generation_cut(self, prompt_tokens: int, wanted: int) -> None:
+        self.cut_generations += 1
+        level = logging.WARNING if self.cut_generations == 1 else logging.DEBUG   # once, not per item
+        log.log(level, "a prompt of %d tokens leaves %d of the %d tokens asked for within max_model_len %d: "
+                "the answer is cut short%s", prompt_tokens, max(0, self.max_model_len - prompt_tokens), wanted,
+                self.max_model_len, " (further cuts logged at DEBUG)" if level == logging.WARNING else "")
 
     async def _prompt_logprobs(self, ids: list[int], k: int) -> dict:
         return (await self._post({"prompt": ids, "max_tokens": 0, "echo": True, "logprobs": k,

@@ -54,6 +54,32 @@ def run_tied(argv: list[str], grace_s: float = 10.0, **popen_kwargs) -> subproce
     return subprocess.CompletedProcess(argv, proc.returncode, stdout, stderr)
 
 
+def run_tied_streaming(argv: list[str], log_path: Path, on_line=None, grace_s: float = 10.0,
+                       env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """run_tied, with stdout and stderr together written to log_path line by line as the command prints
+    them (log_path is replaced: a killed run's partial log goes) and each line passed to on_line(line).
+    The CompletedProcess holds the whole output as stdout."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    env = {**(os.environ if env is None else env), "PYTHONUNBUFFERED": "1"}   # lines as they happen
+    lines = []
+    with open(log_path, "w") as log, subprocess.Popen(
+            lifeline_argv(grace_s) + argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT, text=True, errors="replace", env=env) as proc:
+        try:
+            for line in proc.stdout:
+                log.write(line)
+                log.flush()
+                lines.append(line)
+                if on_line:
+                    on_line(line)
+            proc.wait()
+        except BaseException:
+            proc.terminate()
+            proc.wait()
+            raise
+    return subprocess.CompletedProcess(argv, proc.returncode, "".join(lines), "")
+
+
 def command_pid(lifeline: subprocess.Popen) -> int | None:
     """The pid of the command a lifeline runs (None until it has forked, or once it is gone)."""
     try:
@@ -210,6 +236,30 @@ def _continuation(lines: list[str], i: int, prefix: str, limit: int = 6) -> str:
             break
         more.append(rest.strip())
     return " " + "; ".join(more) if more else ""
+
+
+# vLLM's log lines: "WARNING 11-30 12:00:00 [file.py:12] message", maybe after "(EngineCore pid=12) ".
+_ENGINE_LINE = re.compile(r"\b(WARNING|ERROR|CRITICAL) \d\d-\d\d [\d:.]+ \[[^\]]*\] (.*)$")
+
+
+def engine_warnings(log_text: str, limit: int = 10) -> list[str]:
+    """The engine's distinct WARNING/ERROR messages in log_text, "LEVEL message", the first `limit`."""
+    found: dict[str, None] = {}
+    for line in log_text.splitlines():
+        m = _ENGINE_LINE.search(line)
+        if m and len(found) < limit:
+            found.setdefault(f"{m[1]} {m[2].strip()}", None)
+    return list(found)
+
+
+def log_since(log_path: Path, offset: int) -> str:
+    """What was appended to log_path after its first `offset` bytes ("" when there is no log)."""
+    try:
+        with open(log_path, "rb") as f:
+            f.seek(offset)
+            return f.read().decode("utf-8", "replace")
+    except FileNotFoundError:
+        return ""
 
 
 def log_tail(log_path: Path, max_bytes: int = 256_000) -> str:

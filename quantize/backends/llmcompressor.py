@@ -164,6 +164,8 @@ def quantize(model_dir: Path, variant: Variant, texts: list[str] | None, calibra
     from llmcompressor import oneshot
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from quantize.progress import report_pipeline_progress
+
     recipe = recipe_text(variant)
     if recipe is None:
         recipe = build_modifiers(variant)
@@ -177,6 +179,7 @@ def quantize(model_dir: Path, variant: Variant, texts: list[str] | None, calibra
         data = {"dataset": Dataset.from_dict({"text": texts}), "num_calibration_samples": len(texts),
                 "max_seq_length": calibration.max_seq_length, "shuffle_calibration_samples": False}
     guard = _cpu_safe_pin_memory() if _uses_awq(variant) else contextlib.nullcontext()
+    report_pipeline_progress()
     start = time.perf_counter()
     with guard:
         oneshot(model=model, tokenizer=tokenizer, recipe=recipe, **data)
