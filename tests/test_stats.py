@@ -80,3 +80,19 @@ def test_grouped_items_get_a_wider_cluster_bootstrap_interval():
     assert width(clustered) > 2.5 * width(flat)        # 200 items carry the information of 20
     # one item per group is no grouping at all
     assert mean_ci(values, list(range(200)))["ci_method"] == "wilson"
+
+
+def test_cluster_bootstrap_against_scipys_bootstrap_of_group_means():
+    """Reference: with equal group sizes and items equal to their group's mean, resampling whole groups is
+    scipy's percentile bootstrap of the group means."""
+    import numpy as np
+    from scipy.stats import bootstrap
+
+    from evals.stats import cluster_bootstrap_mean
+
+    group_means = np.random.default_rng(1).random(30)
+    values = [float(m) for m in group_means for _ in range(4)]
+    groups = [g for g in range(30) for _ in range(4)]
+    low, high = cluster_bootstrap_mean(values, groups, iters=20000)
+    ref = bootstrap((group_means,), np.mean, n_resamples=20000, method="percentile", random_state=0).confidence_interval
+    assert abs(low - ref.low) < 0.01 and abs(high - ref.high) < 0.01
