@@ -218,7 +218,8 @@ def test_sigkill_at_any_point_leaves_nothing_running_and_a_rerun_finishes_identi
     assert "starting vllm" not in fresh.log and "quantizing" not in fresh.log
     uninterrupted = json.loads((tmp_path / "uninterrupted" / "results.json").read_text())
     assert _comparable(resumed) == _comparable(uninterrupted)
-    assert _files(run) == _files(tmp_path / "uninterrupted") and len(_files(run)) == 8
+    # per variant: 2 per-item files, lm-eval's 2 samples files, 1 perf record file, accuracy.jsonl
+    assert _files(run) == _files(tmp_path / "uninterrupted") and len(_files(run)) == 2 * 6
     verdicts = [subprocess.run([sys.executable, "-m", "quant.cli", "gate", "--baseline", str(d), "--candidate",
                                 f"{d}:w4a16-rtn"], capture_output=True, text=True, cwd=REPO)
                 for d in (run, tmp_path / "uninterrupted")]
