@@ -22,8 +22,8 @@ from perf.engines.process import renice_process
 from perf.engines.vllm import engine_core_processes
 from perf.run import arrived_in_one_burst, run_workload
 from quant.demo import DEMO_MODEL_DIR
-from quant.recipe import load_recipe
-from quant.recipe_perf import Workload
+from core.recipe import load_recipe
+from core.recipe_perf import Workload
 
 
 def set_engine_core_nice(server: VLLMServer, nice: int) -> None:

@@ -19,8 +19,8 @@ from pathlib import Path
 from evals.backends import ServedLM, inprocess_lm
 from evals.runner import evaluate_task
 from perf.engines import VLLMServer, resolve_engine_python
-from quant.recipe import Recipe
-from quant.store import read_json
+from core.recipe import Recipe
+from core.store import read_json
 from reports.samples import metric_key
 
 

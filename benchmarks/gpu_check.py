@@ -96,7 +96,7 @@ def memory(gib: float = 4.0) -> dict:
 
 
 def quantize_all(model_dir: Path, work: Path, schemes=SCHEMES, timeout: float = 240, samples: int = 128) -> dict:
-    from quant.recipe import Calibration, Variant
+    from core.recipe import Calibration, Variant
     from quantize import QuantizeError, quantize_in_subprocess
 
     work.mkdir(parents=True, exist_ok=True)
@@ -117,7 +117,7 @@ def quantize_all(model_dir: Path, work: Path, schemes=SCHEMES, timeout: float = 
 
 
 def sensitivity(model_dir: Path, devices: list[str], by: str = "module", samples: int = 32) -> dict:
-    from quant.recipe import Calibration, Variant
+    from core.recipe import Calibration, Variant
     from quantize.calibration import calibration_texts
     from quantize.sensitivity import analyse
 

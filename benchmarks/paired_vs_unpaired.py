@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from evals.stats import paired_difference, unpaired_difference
-from quant.store import read_json
+from core.store import read_json
 from reports.samples import item_scores
 
 

@@ -15,12 +15,12 @@ from pathlib import Path
 
 from evals.backends.inprocess import inprocess_lm
 from evals.runner import evaluate_task
-from quant.hashing import tree_digest
+from core.hashing import tree_digest
 from quant.models import resolve_model
 from quant.progress import Reporter
-from quant.recipe import load_recipe
+from core.recipe import load_recipe
 from quant.sensitivity import ranking
-from quant.store import Cache
+from core.store import Cache
 from quantize.sensitivity import fake_quantize_weight, is_kept, keep_random, keep_top, linear_modules, weight_args
 
 

@@ -29,8 +29,8 @@ from perf.engines import VLLMServer, resolve_engine_python
 from perf.run import arrived_in_one_burst, run_workload
 from perf.server_metrics import COUNTERS, parse_counters, server_latency_means
 from quant.demo import DEMO_MODEL_DIR
-from quant.recipe import load_recipe
-from quant.recipe_perf import Workload
+from core.recipe import load_recipe
+from core.recipe_perf import Workload
 
 GUIDELLM = Path(".venv-bench/bin/guidellm")
 COLUMNS = {"out_tok_s": ("out tok/s", 9, 0), "ttft_p50": ("TTFT p50", 8, 1), "tpot_p50": ("TPOT p50", 8, 2),

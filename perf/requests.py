@@ -12,7 +12,7 @@ import numpy as np
 from perf.arrivals import arrival_offsets, burst_offsets
 from perf.lengths import longest, sample_lengths
 from perf.prompts import PromptMaker
-from quant.recipe_perf import Workload
+from core.recipe_perf import Workload
 
 OPEN_LOOP_SECONDS = 10   # default length of an open-loop level: rate x this many requests (at least 16)
 

@@ -16,7 +16,7 @@ from perf.metrics import summarize
 from perf.prompts import PromptMaker
 from perf.requests import plan_level, requests_per_level
 from perf.server_metrics import crosscheck, read_counters
-from quant.recipe_perf import Workload
+from core.recipe_perf import Workload
 
 Progress = Callable[[int, int], None]   # (done, total), warm-up requests included
 RSS_SAMPLE_S = 0.5

@@ -11,7 +11,7 @@ import threading
 from pathlib import Path
 
 from quant import logs
-from quant.recipe import RecipeError
+from core.recipe import RecipeError
 from reports.gate_rules import ERROR, EXIT, INCONCLUSIVE, PASS, REGRESSION
 
 EXIT_OK, EXIT_FAIL, EXIT_ERROR, EXIT_INCONCLUSIVE = EXIT[PASS], EXIT[REGRESSION], EXIT[ERROR], EXIT[INCONCLUSIVE]
@@ -261,12 +261,12 @@ def cmd_sandbox_check(args) -> int:
 
 
 def cmd_sensitivity(args) -> int:
-    from quant.hashing import tree_digest
+    from core.hashing import tree_digest
     from quant.models import resolve_model
     from quant.progress import Reporter
-    from quant.recipe import Sensitivity
+    from core.recipe import Sensitivity
     from quant.sensitivity import ranking, write_report
-    from quant.store import Cache
+    from core.store import Cache
     from quant.validate import check_file
 
     recipe, findings = check_file(args.recipe, engine=False)   # all problems at once (exit 2), before any work

@@ -7,7 +7,7 @@ import json
 
 from evals.kl import TOP_K, item_kl, reference_pairs
 from evals.stats import mean_ci
-from quant.hashing import digest
+from core.hashing import digest
 
 STAGE_EVAL, STAGE_REFERENCE, STAGE_KL = "evals", "kl-reference", "kl"
 

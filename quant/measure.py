@@ -8,7 +8,7 @@ from pathlib import Path
 
 from evals.runner import evaluate_task
 from quant import kl_stage
-from quant.store import copy_file
+from core.store import copy_file
 
 STAGE_EVAL, STAGE_PERF = "evals", "perf"
 LM_EVAL = "lm_eval"   # lm-eval's own output files, in the eval stage and in each variant's directory

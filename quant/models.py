@@ -16,8 +16,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from quant.demo import DEMO_MODEL_DIR
-from quant.hashing import digest, file_digest, versions
-from quant.store import Cache
+from core.hashing import digest, file_digest, versions
+from core.store import Cache
 
 PACKAGE_PREFIX = "package:"
 GGUF_STAGE = "gguf"

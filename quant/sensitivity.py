@@ -6,9 +6,9 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from quant.hashing import digest, versions
-from quant.recipe import Recipe, Sensitivity, Variant
-from quant.store import Cache, atomic_path, write_json, write_text
+from core.hashing import digest, versions
+from core.recipe import Recipe, Sensitivity, Variant
+from core.store import Cache, atomic_path, write_json, write_text
 
 STAGE = "sensitivity"
 

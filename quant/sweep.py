@@ -17,11 +17,11 @@ from pathlib import Path
 
 from evals.registry import TASKS_DIR, check_code_isolation
 from perf.engines.process import engine_warnings, log_since, run_tied_streaming
-from quant.hashing import digest, file_digest, tree_digest, versions
+from core.hashing import digest, file_digest, tree_digest, versions
 from quant.models import resolve_model
 from quant.progress import Reporter
-from quant.recipe import Recipe, Variant
-from quant.store import Cache, read_json, remove_leftovers, write_json, write_jsonl
+from core.recipe import Recipe, Variant
+from core.store import Cache, read_json, remove_leftovers, write_json, write_jsonl
 from quantize.gguf_source import source_facts
 from quantize.manifest import library_versions
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from quant.recipe import (Calibration, Engine, Recipe, RecipeError, Task, Variant, by_line, locate, read_yaml,
+from core.recipe import (Calibration, Engine, Recipe, RecipeError, Task, Variant, by_line, locate, read_yaml,
                           schema_problems)
 
 

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from quant.recipe import Calibration, Variant
+from core.recipe import Calibration, Variant
 from quantize import schemes
 from quantize.calibration import calibration_texts, texts_sha256
 from quantize.manifest import MANIFEST_NAME, checkpoint_facts, library_versions, write_manifest

@@ -60,7 +60,7 @@ def _fail(reason: str) -> int:
 def _parse(args: argparse.Namespace):
     from pydantic import ValidationError
 
-    from quant.recipe import Calibration, Variant
+    from core.recipe import Calibration, Variant
 
     from quantize import schemes
 

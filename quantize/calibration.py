@@ -7,7 +7,7 @@ import json
 import random
 from pathlib import Path
 
-from quant.recipe import Calibration
+from core.recipe import Calibration
 
 # Offset from the recipe seed so calibration items come from a different stream than the training data.
 SEED_OFFSET = 777

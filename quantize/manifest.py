@@ -11,7 +11,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from quant.hashing import versions
+from core.hashing import versions
 
 MANIFEST_NAME = "quant_manifest.json"
 LIBRARIES = ("torch", "llmcompressor", "compressed-tensors", "transformers")

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from quant.recipe import Calibration, Variant
+from core.recipe import Calibration, Variant
 
 ERROR_PREFIX = "QUANTIZE-ERROR: "
 REPO_ROOT = Path(__file__).resolve().parent.parent

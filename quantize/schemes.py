@@ -7,7 +7,7 @@ from __future__ import annotations
 import difflib
 from functools import lru_cache
 
-from quant.recipe import Variant
+from core.recipe import Variant
 
 Problem = tuple[tuple, str]   # (where in the variant, e.g. ("groups", 1, "scheme"); message)
 

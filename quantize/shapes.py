@@ -11,7 +11,7 @@ from collections import defaultdict
 from functools import lru_cache
 from pathlib import Path
 
-from quant.recipe import Variant
+from core.recipe import Variant
 from quantize.schemes import Problem, preset, weight_args_of
 
 GROUP_SIZES = (1024, 512, 256, 128, 64, 32, 16, 8)   # the sizes suggested when one does not fit
@@ -116,7 +116,7 @@ def with_policy(model, variant: Variant) -> tuple[Variant, dict | None]:
 
 
 def _largest_fitting(model, variant: Variant, unfit: list[tuple[str, int]], record: dict) -> tuple[Variant, dict]:
-    from quant.recipe import SchemeGroup, WeightSpec
+    from core.recipe import SchemeGroup, WeightSpec
 
     (_, _, args), = scheme_groups(variant).values()
     if args.strategy != "group" or (variant.scheme and preset(variant.scheme).input_activations is not None):

@@ -13,7 +13,7 @@ from pathlib import Path
 import yaml
 from pydantic import ValidationError
 
-from quant.recipe import Gates
+from core.recipe import Gates
 from reports.metric_kinds import higher_is_better, is_mean_metric
 from reports.gate_rules import EXIT, INCONCLUSIVE, PASS, REGRESSION, Verdict, decide
 from reports.lm_eval_dir import read_lm_eval_dir, results_files

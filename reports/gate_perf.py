@@ -15,7 +15,7 @@ import numpy as np
 from scipy.stats import t as student_t
 
 from perf.metrics import reliable, samples_needed
-from quant.recipe import Gates
+from core.recipe import Gates
 from reports.gate import Check, GateInputError
 from reports.gate_rules import INCONCLUSIVE, PASS, REGRESSION, Verdict
 from reports.table import headline_points

@@ -9,7 +9,7 @@ import csv
 import io
 from pathlib import Path
 
-from quant.store import write_text
+from core.store import write_text
 from reports.vllm_bench import level_of, vllm_bench_result
 
 ROW_KEYS = ("variant", "status", "workload", "level_kind", "level_value")

@@ -10,7 +10,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from quant.store import atomic_path  # noqa: E402
+from core.store import atomic_path  # noqa: E402
 from reports.table import headline_concurrency, metric_of, rows_for_task, tasks_of  # noqa: E402
 
 AXES = (("out_tok_s", "output tokens/s (concurrency {c})", 1.0),

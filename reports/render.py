@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from quant.store import write_text
+from core.store import write_text
 from reports.html import render_html
 from reports.markdown import render_markdown
 from reports.perf_csv import write_perf_csv

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from perf.metrics import PERCENTILES
-from quant.store import write_json
+from core.store import write_json
 
 LATENCIES = {"ttft_ms": "ttft", "tpot_ms": "tpot", "itl_ms": "itl", "e2e_ms": "e2el"}
 LEVEL_KINDS = ("concurrency", "rate", "trace")

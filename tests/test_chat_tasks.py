@@ -15,7 +15,7 @@ from evals.code_extraction import code_in_answer, fenced_blocks, humaneval_instr
 from evals.extraction_scoring import parse_object
 from evals.registry import TASKS_DIR, task_config
 from evals.runner import evaluate_task
-from quant.recipe import Task
+from core.recipe import Task
 from tests.conftest import REPO
 
 DEMO_MODEL = REPO / "quant/demo/model"

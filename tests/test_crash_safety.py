@@ -18,7 +18,7 @@ import psutil
 import pytest
 
 from perf.engines.process import run_tied, spawn, stop_group
-from quant.store import Cache, atomic_path, is_leftover, owner_tag, remove_leftovers, write_json
+from core.store import Cache, atomic_path, is_leftover, owner_tag, remove_leftovers, write_json
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -172,7 +172,7 @@ def test_unisolated_generated_code_dies_with_a_sigkilled_sweep(tmp_path):
 def _dead_owner_tag() -> str:
     """The tag of a process that existed and is gone."""
     p = subprocess.Popen([sys.executable, "-c", "import sys; sys.path.insert(0, sys.argv[1]);"
-                          "from quant.store import owner_tag; print(owner_tag())", str(REPO)],
+                          "from core.store import owner_tag; print(owner_tag())", str(REPO)],
                          stdout=subprocess.PIPE, text=True)
     tag = p.communicate()[0].strip()
     return tag

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from quant.recipe import Calibration, Variant, WeightSpec
+from core.recipe import Calibration, Variant, WeightSpec
 from quantize.backends import BACKENDS, get_backend
 from quantize.backends import gptqmodel as gm
 from quantize.manifest import checkpoint_facts, describe_scheme

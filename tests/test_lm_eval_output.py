@@ -10,8 +10,8 @@ import pytest
 
 from quant.measure import STAGE_EVAL, _collect_eval, _run_eval
 from quant.progress import Reporter
-from quant.recipe import Task
-from quant.store import Cache
+from core.recipe import Task
+from core.store import Cache
 from reports.samples import Item, ItemMismatch, ItemScores, metric_key, paired_scores
 from tests.conftest import REPO
 from tests.test_gate import quant

@@ -76,7 +76,7 @@ def test_debug_shows_everything_and_error_hides_the_warnings():
 def test_an_eval_leaves_lm_eval_warnings_on_and_silences_only_the_expected_task_override():
     from evals.backends import inprocess_lm
     from evals.runner import evaluate_task
-    from quant.recipe import Task
+    from core.recipe import Task
 
     evaluate_task(inprocess_lm(REPO / "quant/demo/model"), Task(name="demo_math", limit=1))
     assert logging.getLogger("lm_eval").propagate   # to our handler, not lm-eval's own

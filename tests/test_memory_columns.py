@@ -12,7 +12,7 @@ import pytest
 
 from perf.lengths import longest, sample_lengths
 from quant.demo import DEMO_MODEL_DIR
-from quant.recipe import parse_recipe
+from core.recipe import parse_recipe
 from quant.sweep import DEFAULT_SEQ_TOKENS, _memory
 
 HEAD = "name: m\nmodel: demo\nvariants: [{name: bf16, baseline: true}]\ntasks: [demo_math]\n"

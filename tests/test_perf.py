@@ -20,7 +20,7 @@ from perf.engines.process import error_reason
 from perf.loadgen import RequestRecord, run_closed_loop
 from perf.metrics import reliable, samples_needed, summarize
 from perf.run import _warnings, run_workload
-from quant.recipe_perf import Workload
+from core.recipe_perf import Workload
 
 # --- metrics -------------------------------------------------------------------------------------------
 
@@ -461,7 +461,7 @@ def test_length_distributions_and_arrivals():
 
     from perf.arrivals import arrival_offsets
     from perf.lengths import sample_lengths
-    from quant.recipe_perf import Lengths
+    from core.recipe_perf import Lengths
 
     rng = np.random.default_rng(0)
     logn = sample_lengths(Lengths(dist="lognormal", mean=200, sigma=0.6), 20_000, rng)

@@ -76,8 +76,8 @@ class RecordingReporter(Reporter):
 
 
 def test_the_sweep_streams_the_quantizer_log_and_drives_its_progress_line(tmp_path):
-    from quant.recipe import parse_recipe
-    from quant.store import Cache
+    from core.recipe import parse_recipe
+    from core.store import Cache
     from quant.sweep import Context, ensure_checkpoint
 
     recipe = parse_recipe("name: r\nmodel: demo\ntasks: [demo_math]\nvariants:\n  - {name: b, baseline: true}\n"
@@ -101,7 +101,7 @@ def test_the_sweep_streams_the_quantizer_log_and_drives_its_progress_line(tmp_pa
 def test_in_process_evals_advance_the_progress_per_request():
     from evals.backends import inprocess_lm
     from evals.runner import evaluate_task
-    from quant.recipe import Task
+    from core.recipe import Task
 
     lm, done = inprocess_lm(DEMO_MODEL), []
     lm.progress = done.append

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from quant.recipe import Calibration, Variant, WeightSpec
+from core.recipe import Calibration, Variant, WeightSpec
 from quantize import schemes
 from quantize.backends import BACKENDS, get_backend
 from quantize.backends import llmcompressor as lc
@@ -105,7 +105,7 @@ def test_groups_are_checked_against_the_model_before_quantizing():
 
 
 def test_groups_in_a_recipe():
-    from quant.recipe import RecipeError, parse_recipe
+    from core.recipe import RecipeError, parse_recipe
     base = "name: r\nmodel: demo\ntasks: [demo_math]\nvariants:\n  - {name: b, baseline: true}\n"
     mixed = parse_recipe(base + "  - name: m\n    groups:\n      - {targets: ['re:.*self_attn.*'], scheme: W8A8}\n"
                                 "      - {targets: ['re:.*mlp.*'], scheme: W4A16}\n").variant("m")

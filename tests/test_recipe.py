@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from quant.recipe import RecipeError, load_recipe, parse_recipe
+from core.recipe import RecipeError, load_recipe, parse_recipe
 
 REPO = Path(__file__).resolve().parent.parent
 GOOD = """\
@@ -71,7 +71,7 @@ def test_missing_recipe_file(tmp_path):
 
 
 def test_workload_profiles_validate_with_one_clear_message():
-    from quant.recipe import RecipeError, parse_recipe
+    from core.recipe import RecipeError, parse_recipe
 
     head = "name: x\nmodel: demo\nvariants: [{name: bf16, baseline: true}]\ntasks: [demo_math]\nperf:\n  workloads:\n"
     with pytest.raises(RecipeError, match=r"r.yaml:7: perf.workloads.0: arrival poisson needs rates"):

@@ -6,9 +6,9 @@ import json
 import pytest
 
 from quant.progress import Reporter
-from quant.recipe import Calibration, Sensitivity, Task, Variant, WeightSpec, parse_recipe, RecipeError
+from core.recipe import Calibration, Sensitivity, Task, Variant, WeightSpec, parse_recipe, RecipeError
 from quant.sensitivity import ranking, with_kept_modules, write_report
-from quant.store import Cache
+from core.store import Cache
 from quantize.sensitivity import fake_quantize_weight, is_kept, keep_random, keep_top, units_of, weight_args
 from tests.conftest import REPO
 from tests.test_quantize import probe_model  # noqa: F401 - a fixture

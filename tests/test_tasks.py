@@ -14,7 +14,7 @@ from evals.backends import ServedLM, inprocess_lm
 from evals.kl import item_kl, position_kl
 from evals.registry import TaskError, check_tasks, lm_eval_spec
 from evals.runner import evaluate_task
-from quant.recipe import RecipeError, Task, parse_recipe
+from core.recipe import RecipeError, Task, parse_recipe
 from tests.conftest import REPO
 from tests.sandbox_modes import MODES, running_in
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from quant.recipe import RecipeError, Variant, WeightSpec, parse_recipe
+from core.recipe import RecipeError, Variant, WeightSpec, parse_recipe
 from quant.validate import check_file
 from quantize import schemes, shapes
 
@@ -29,7 +29,7 @@ def hidden_576(tmp_path_factory) -> Path:
 
     from quant.demo.tokenizer import train_tokenizer
     from quantize.calibration import calibration_texts
-    from quant.recipe import Calibration
+    from core.recipe import Calibration
 
     out = tmp_path_factory.mktemp("hidden576")
     torch.manual_seed(0)
@@ -152,7 +152,7 @@ def test_group_sizes_honour_ignore_and_group_targets(hidden_576):
 
 def test_unfit_groups_keep_is_logged_and_recorded(hidden_576, tmp_path):
     from quantize import quantize_variant
-    from quant.recipe import Calibration
+    from core.recipe import Calibration
 
     variant = Variant(name="k", scheme="W4A16", unfit_groups="keep")
     errors, notes = shapes.problems(hidden_576, variant)
@@ -244,7 +244,7 @@ def test_unfit_groups_largest_fitting(hidden_576, tmp_path):
     from transformers import AutoModelForCausalLM
 
     from quantize import quantize_variant
-    from quant.recipe import Calibration
+    from core.recipe import Calibration
 
     variant = Variant(name="lf", scheme="W4A16", unfit_groups="largest_fitting")
     errors, (note,) = shapes.problems(hidden_576, variant)
@@ -291,7 +291,7 @@ def test_largest_fitting_checkpoint_serves_on_vllm(hidden_576, tmp_path):
 
     from perf.engines.vllm import VLLMServer, resolve_engine_python
     from quantize import quantize_variant
-    from quant.recipe import Calibration
+    from core.recipe import Calibration
 
     quantize_variant(hidden_576, Variant(name="lf", scheme="W4A16", unfit_groups="largest_fitting"),
                      Calibration(num_samples=4), tmp_path / "ckpt")

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any, Iterator
 
-from quant.recipe import Calibration, Variant
+from core.recipe import Calibration, Variant
 
 NAME = "gptqmodel"
 INSTALL_HINT = "the gptqmodel backend needs GPTQModel: run `make gptq-setup` to install it into the main environment"

@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 from typing import Any, Iterator
 
-from quant.recipe import Calibration, Variant, WeightSpec
+from core.recipe import Calibration, Variant, WeightSpec
 from quantize import schemes
 
 NAME = "llmcompressor"

@@ -6,7 +6,7 @@ from typing import Annotated, Literal, Union
 
 from pydantic import Discriminator, Field, Tag, field_validator, model_validator
 
-from quant.strict import Strict
+from core.strict import Strict
 
 
 class Lengths(Strict):

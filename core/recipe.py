@@ -9,8 +9,8 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
-from quant.recipe_perf import Perf
-from quant.strict import Strict
+from core.recipe_perf import Perf
+from core.strict import Strict
 
 
 class RecipeError(Exception):
