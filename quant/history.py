@@ -10,7 +10,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from reports.results_file import read_results, validate_results
+from core.results import Results
+from reports.results_file import check_version, load_results, parse_results
 
 SCHEMA = """CREATE TABLE IF NOT EXISTS runs (
     run_id TEXT PRIMARY KEY, recipe_name TEXT, recipe_hash TEXT, model TEXT, git_commit TEXT,
@@ -65,29 +66,31 @@ def runs(limit: int = 20, recipe: str | None = None) -> list[dict]:
     return [dict(zip(keys, row)) | {"results": json.loads(row[-1])} for row in rows]
 
 
-def load_run(ref: str) -> dict:
+def load_run(ref: str) -> Results:
     """A run id (or unique prefix) from the history, or a run directory / results.json."""
     path = Path(ref)
     if path.exists():
-        return read_results(path)
+        return load_results(path)
     with _connect() as con:
         rows = con.execute("SELECT run_id, results FROM runs WHERE run_id LIKE ?", (ref + "%",)).fetchall()
     if len(rows) != 1:
         raise LookupError(f"{ref}: {'no run' if not rows else 'several runs'} with that id in {db_path()} "
                           f"and no such path")
-    return validate_results(json.loads(rows[0][1]), f"history run {rows[0][0]}")
+    data, where = json.loads(rows[0][1]), f"history run {rows[0][0]}"
+    check_version(data, where)
+    return parse_results(data, where)
 
 
-def compare(a: dict, b: dict) -> list[dict]:
+def compare(a: Results, b: Results) -> list[dict]:
     """Per variant and task present in both runs: score in each and the delta (b - a)."""
     out = []
-    for name, va in a["variants"].items():
-        vb = b["variants"].get(name)
+    for name, va in a.variants.items():
+        vb = b.variants.get(name)
         if vb is None:
             continue
-        for task, acc in va.get("accuracy", {}).items():
-            other = vb.get("accuracy", {}).get(task)
+        for task, acc in va.accuracy.items():
+            other = vb.accuracy.get(task)
             if other is not None:
-                out.append({"variant": name, "task": task, "metric": acc["metric"], "a": acc["value"],
-                            "b": other["value"], "delta": other["value"] - acc["value"]})
+                out.append({"variant": name, "task": task, "metric": acc.metric, "a": acc.value,
+                            "b": other.value, "delta": other.value - acc.value})
     return out

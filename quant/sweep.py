@@ -15,12 +15,16 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pydantic import ValidationError
+
 from evals.registry import TASKS_DIR, check_code_isolation
 from perf.engines.process import engine_warnings, log_since, run_tied_streaming
 from core.hashing import digest, file_digest, tree_digest, versions
 from quant.models import resolve_model
 from quant.progress import Reporter
 from core.recipe import Recipe, Variant
+from core.results import SCHEMA_VERSION, Results
+from core.run_layout import RunLayout
 from core.store import Cache, read_json, remove_leftovers, write_json, write_jsonl
 from quantize.gguf_source import source_facts
 from quantize.manifest import library_versions
@@ -136,24 +140,28 @@ def _now() -> str:
 
 
 def _load_previous(out: Path, recipe: Recipe) -> dict:
-    results = {"recipe_name": recipe.name, "recipe": recipe.model_dump(mode="json"),
-               "recipe_hash": digest(recipe.model_dump(mode="json")), "model": recipe.model,
-               "baseline": recipe.baseline.name, "started": _now(), "variants": {}}
-    previous = out / "results.json"
-    if previous.exists():
+    """A new run's document; with the variants of an earlier run of the same recipe in `out` that this run
+    does not redo (--only). An earlier unversioned file is read like version 1 (re-running the sweep is how
+    an old run directory is brought up to date)."""
+    results = Results(schema_version=SCHEMA_VERSION, recipe_name=recipe.name,
+                      recipe=recipe.model_dump(mode="json"), recipe_hash=digest(recipe.model_dump(mode="json")),
+                      model=recipe.model, baseline=recipe.baseline.name, started=_now(), variants={}).dump()
+    layout = RunLayout(out)
+    if layout.results.exists():
         try:
-            old = read_json(previous)
-            if old.get("recipe_name") == recipe.name:  # keep variants this run does not redo (--only)
-                results["variants"] = {k: v for k, v in old.get("variants", {}).items()
-                                       if k in {v.name for v in recipe.variants}}
-                results["baseline_zero_tasks"] = old.get("baseline_zero_tasks", [])
-        except (OSError, json.JSONDecodeError):
-            pass
+            old = Results.model_validate(read_json(layout.results))
+        except (OSError, json.JSONDecodeError, ValidationError):   # not ours, or damaged: rewritten by this run
+            return results
+        if old.recipe_name == recipe.name:
+            names = {v.name for v in recipe.variants}
+            results["variants"] = {k: v.dump() for k, v in old.variants.items() if k in names}
+            results["baseline_zero_tasks"] = old.baseline_zero_tasks or []
     return results
 
 
 def _save(out: Path, results: dict) -> None:
-    write_json(out / "results.json", results)
+    """Through the typed schema: what does not fit it fails here, not in a reader."""
+    write_json(RunLayout(out).results, Results.model_validate(results).dump())
 
 
 # --- one variant -------------------------------------------------------------------------------------

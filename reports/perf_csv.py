@@ -9,6 +9,7 @@ import csv
 import io
 from pathlib import Path
 
+from core.run_layout import RunLayout
 from core.store import write_text
 from reports.vllm_bench import level_of, vllm_bench_result
 
@@ -49,6 +50,6 @@ def render_perf_csv(results: dict) -> str:
 
 
 def write_perf_csv(out: Path, results: dict) -> Path:
-    path = Path(out) / "perf.csv"
+    path = RunLayout(Path(out)).perf_csv
     write_text(path, render_perf_csv(results))
     return path

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from core.run_layout import RunLayout
 from core.store import write_text
 from reports.html import render_html
 from reports.markdown import render_markdown
@@ -14,7 +15,8 @@ from reports.vllm_bench import write_vllm_bench
 
 def render_all(out: Path, results: dict) -> list[Path]:
     out = Path(out)
-    md, png, page = out / "pareto.md", out / "pareto.png", out / "report.html"
+    layout = RunLayout(out)
+    md, png, page = layout.pareto_md, layout.pareto_png, layout.report_html
     write_text(md, render_markdown(results, out))
     render_pareto_png(results, png)
     write_text(page, render_html(results, png, out))

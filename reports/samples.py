@@ -8,6 +8,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
+from core.run_layout import RunLayout
 from evals.stats import paired_difference
 
 
@@ -76,7 +77,7 @@ def item_scores(run_dir: Path | str | None, variant: str, task: str, metric: str
     """Every item's score, or None where the run has no per-item file."""
     if run_dir is None:
         return None
-    path = Path(run_dir) / "variants" / variant / "evals" / f"{task}.jsonl"
+    path = RunLayout(Path(run_dir)).variant(variant).items(task)
     if not path.is_file():
         return None
     items: dict[int, Item] = {}

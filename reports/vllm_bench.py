@@ -36,8 +36,9 @@ import datetime as dt
 from pathlib import Path
 from typing import Any, Iterator
 
-from perf.metrics import PERCENTILES
+from core.run_layout import RunLayout
 from core.store import write_json
+from perf.metrics import PERCENTILES
 
 LATENCIES = {"ttft_ms": "ttft", "tpot_ms": "tpot", "itl_ms": "itl", "e2e_ms": "e2el"}
 LEVEL_KINDS = ("concurrency", "rate", "trace")
@@ -132,7 +133,7 @@ def perf_points(results: dict) -> Iterator[tuple[str, str, dict]]:
 def write_vllm_bench(out: Path, results: dict) -> list[Path]:
     written = []
     for variant, workload, point in perf_points(results):
-        path = Path(out) / "variants" / variant / "perf" / workload / f"vllm-bench-{level_slug(point)}.json"
+        path = RunLayout(Path(out)).variant(variant).vllm_bench(workload, level_slug(point))
         path.parent.mkdir(parents=True, exist_ok=True)
         write_json(path, vllm_bench_result(results, variant, workload, point))
         written.append(path)

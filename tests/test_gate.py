@@ -7,25 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.fixtures import variant, write_items, write_run
 REPO = Path(__file__).resolve().parent.parent
-
-
-def variant(acc: dict[str, float], tok_s=100.0, status="ok"):
-    return {"status": status, "reason": None if status == "ok" else "engine: no kernel",
-            "checkpoint": "/ckpt", "size_bytes": 1,
-            "accuracy": {t: {"metric": "exact_match", "value": v, "n": 200, "ci95": [v - .05, v + .05]}
-                         for t, v in acc.items()},
-            "perf": {"w": {"points": [{"concurrency": 16, "output_tokens_per_s": tok_s, "n": 200, "errors": 0,
-                                       "ttft_ms": {"p99": 10.0}, "tpot_ms": {"p99": 2.0}}]}} if status == "ok" else {}}
-
-
-def write_run(path: Path, variants: dict, gates=None) -> Path:
-    path.mkdir(parents=True, exist_ok=True)
-    results = {"recipe_name": "t", "model": "demo", "baseline": "bf16", "variants": variants,
-               "recipe": {"gates": gates or {"max_drop": 0.05, "per_task": {"math": 0.02}},
-                          "engine": {"args": {"max_model_len": 512}}}}
-    (path / "results.json").write_text(json.dumps(results))
-    return path
 
 
 def quant(*args):
@@ -81,13 +64,6 @@ def test_choose_fastest_within_drop(run):
     assert "--model /ckpt" in choice["serve_command"] or "/ckpt" in choice["serve_command"]
 
 
-def write_samples(run: Path, name: str, task: str, scores: list[float], metric="exact_match"):
-    path = run / "variants" / name / "evals" / f"{task}.jsonl"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(json.dumps({"doc_id": i, "prompt": f"q{i}", "metrics": {metric: s}}) + "\n"
-                            for i, s in enumerate(scores)))
-
-
 @pytest.fixture
 def paired_run(tmp_path):
     """bf16 right on 180 of 200; 'drop' loses 24 of those; 'same' flips 2 each way; 'tiny' scored 10 items."""
@@ -97,8 +73,8 @@ def paired_run(tmp_path):
     run = write_run(tmp_path / "run", {n: variant({"math": sum(s) / len(s)}) for n, s in variants.items()}
                     | {"tiny": variant({"math": 0.5})})
     for name, scores in variants.items():
-        write_samples(run, name, "math", scores)
-    write_samples(run, "tiny", "math", base[:5] + [0.0] * 5)
+        write_items(run, name, "math", scores)
+    write_items(run, "tiny", "math", base[:5] + [0.0] * 5)
     return run
 
 

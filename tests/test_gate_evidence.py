@@ -9,12 +9,13 @@ import pytest
 
 from evals.stats import mean_ci, paired_difference
 from reports.gate_rules import PASS, decide
-from tests.test_gate import quant, variant, write_run, write_samples
+from tests.fixtures import variant, write_items, write_run
+from tests.test_gate import quant
 
 
 def scored(run, name, task, scores, **entry):
     path = run / "variants" / name / "evals" / f"{task}.jsonl"
-    write_samples(run, name, task, scores, metric=entry.get("metric", "exact_match"))
+    write_items(run, name, task, scores, metric=entry.get("metric", "exact_match"))
     return path
 
 
@@ -29,7 +30,7 @@ def limited_run(tmp_path):
         results = json.loads((run / "results.json").read_text())
         results["variants"][name]["accuracy"]["math"]["n"] = len(scores)
         (run / "results.json").write_text(json.dumps(results))
-        write_samples(run, name, "math", scores)
+        write_items(run, name, "math", scores)
     return run
 
 
@@ -200,7 +201,7 @@ def test_metrics_that_are_not_a_mean_of_items_are_refused(tmp_path):
 
 def test_reported_value_must_be_the_mean_of_the_items(tmp_path):
     run = write_run(tmp_path / "run", {"bf16": variant({"math": 0.9}), "q": variant({"math": 0.9})})
-    write_samples(run, "bf16", "math", [1.0] * 90 + [0.0] * 10)
-    write_samples(run, "q", "math", [1.0] * 50 + [0.0] * 50)      # reported 0.9, items say 0.5
+    write_items(run, "bf16", "math", [1.0] * 90 + [0.0] * 10)
+    write_items(run, "q", "math", [1.0] * 50 + [0.0] * 50)      # reported 0.9, items say 0.5
     code, out = quant("gate", "--baseline", str(run), "--candidate", f"{run}:q")
     assert code == 2 and "is not the mean of its 100 per-item values (0.5)" in out, out

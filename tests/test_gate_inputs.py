@@ -5,7 +5,9 @@ import json
 
 import pytest
 
-from tests.test_gate import quant, variant, write_run, write_samples
+from core.results import SCHEMA_VERSION
+from tests.fixtures import results, variant, write_items, write_run
+from tests.test_gate import quant
 
 LM_EVAL_RESULTS = {"results": {"gsm8k": {"exact_match,strict-match": 0.41}}, "configs": {"gsm8k": {}},
                    "versions": {"gsm8k": 3}}
@@ -23,31 +25,40 @@ def one_line_error(code: int, out: str, prefix: str, *needles: str) -> None:
 @pytest.fixture
 def good(tmp_path):
     run = write_run(tmp_path / "good", {"bf16": variant({"math": 0.9}), "q": variant({"math": 0.88})})
-    write_samples(run, "bf16", "math", [1.0] * 180 + [0.0] * 20)
-    write_samples(run, "q", "math", [1.0] * 176 + [0.0] * 24)
+    write_items(run, "bf16", "math", [1.0] * 180 + [0.0] * 20)
+    write_items(run, "q", "math", [1.0] * 176 + [0.0] * 24)
     return run
 
 
 def bad_file(tmp_path, kind: str):
     path = tmp_path / kind / "results.json"
     path.parent.mkdir()
-    results = {"recipe_name": "t", "model": "demo", "baseline": "bf16", "recipe": {},
-               "variants": {"bf16": variant({"math": 0.9}), "q": variant({"math": 0.88})}}
+    data = results({"bf16": variant({"math": 0.9}), "q": variant({"math": 0.88})})
     if kind == "lm-eval":
         path.write_text(json.dumps(LM_EVAL_RESULTS))
     elif kind == "malformed":
         path.write_text('{"variants": {')
+    elif kind == "foreign":
+        path.write_text(json.dumps({"models": ["a"], "scores": [0.5]}))
+    elif kind == "unversioned":
+        del data["schema_version"]
+        path.write_text(json.dumps(data))
+    elif kind == "newer":
+        path.write_text(json.dumps(data | {"schema_version": SCHEMA_VERSION + 1}))
     elif kind == "non-numeric":
-        results["variants"]["q"]["accuracy"]["math"]["value"] = "high"
-        path.write_text(json.dumps(results))
+        data["variants"]["q"]["accuracy"]["math"]["value"] = "high"
+        path.write_text(json.dumps(data))
     elif kind == "nan":
-        path.write_text(json.dumps(results).replace('"value": 0.88', '"value": NaN'))
+        path.write_text(json.dumps(data).replace('"value": 0.88', '"value": NaN'))
     return path, {"lm-eval": "an lm-eval results file", "malformed": "not valid JSON",
+                  "foreign": "not a quant-suite results.json",
+                  "unversioned": "written before results.json had a schema_version; re-run `quant sweep`",
+                  "newer": f"schema_version {SCHEMA_VERSION + 1}; this quant-suite reads version {SCHEMA_VERSION}",
                   "non-numeric": "variants.q.accuracy.math.value is 'high'",
                   "nan": "variants.q.accuracy.math.value is nan"}[kind]
 
 
-KINDS = ["lm-eval", "malformed", "non-numeric", "nan"]
+KINDS = ["lm-eval", "malformed", "foreign", "unversioned", "newer", "non-numeric", "nan"]
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -69,7 +80,7 @@ def test_other_readers_on_a_bad_results_file(tmp_path, good, kind, command):
 
 def test_missing_metric_in_a_per_item_file(good):
     path = good / "variants" / "q" / "evals" / "math.jsonl"
-    write_samples(good, "q", "math", [1.0] * 200, metric="acc")
+    write_items(good, "q", "math", [1.0] * 200, metric="acc")
     code, out = quant("gate", "--baseline", str(good), "--candidate", f"{good}:q", "--rule", "significant")
     one_line_error(code, out, f"gate error: {path}: line 1: ", "no metric 'exact_match' (has: acc)")
 

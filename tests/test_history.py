@@ -7,22 +7,20 @@ import sys
 from pathlib import Path
 
 from quant import history
+from tests.fixtures import results, variant
 
 REPO = Path(__file__).resolve().parent.parent
 
 
-def results(started: str, math: float) -> dict:
-    return {"recipe_name": "demo", "recipe_hash": "abcdef1234" + started[-2:], "model": "demo",
-            "baseline": "bf16", "started": started, "finished": started,
-            "variants": {name: {"status": "ok", "accuracy": {"math": {"metric": "exact_match", "value": value,
-                                                                      "n": 100, "ci95": [value - .1, value + .1]}}}
-                         for name, value in (("bf16", math), ("w4", math - 0.1))}}
+def run_results(started: str, math: float) -> dict:
+    return results({"bf16": variant({"math": math}), "w4": variant({"math": math - 0.1})}, recipe_name="demo",
+                   recipe_hash="abcdef1234" + started[-2:], started=started, finished=started)
 
 
 def test_record_list_and_compare(tmp_path, monkeypatch):
     monkeypatch.setenv("QUANT_HISTORY_DB", str(tmp_path / "h.sqlite"))
-    first = history.record(results("2026-11-30T10:00:01", 0.9), tmp_path / "a", REPO / "recipes" / "demo.yaml")
-    second = history.record(results("2026-11-30T11:00:02", 0.8), tmp_path / "b", tmp_path)
+    first = history.record(run_results("2026-11-30T10:00:01", 0.9), tmp_path / "a", REPO / "recipes" / "demo.yaml")
+    second = history.record(run_results("2026-11-30T11:00:02", 0.8), tmp_path / "b", tmp_path)
     listed = history.runs()
     assert [r["run_id"] for r in listed] == [second, first]
     assert listed[1]["git_commit"] and listed[0]["git_commit"] is None   # tmp_path is not a git checkout
@@ -39,6 +37,6 @@ def test_record_list_and_compare(tmp_path, monkeypatch):
 def test_compare_accepts_run_directories(tmp_path):
     for name, math in (("a", 0.5), ("b", 0.75)):
         (tmp_path / name).mkdir()
-        (tmp_path / name / "results.json").write_text(json.dumps(results("2026-11-30T10:00:00", math)))
+        (tmp_path / name / "results.json").write_text(json.dumps(run_results("2026-11-30T10:00:00", math)))
     rows = history.compare(history.load_run(str(tmp_path / "a")), history.load_run(str(tmp_path / "b")))
     assert {r["variant"]: round(r["delta"], 3) for r in rows} == {"bf16": 0.25, "w4": 0.25}

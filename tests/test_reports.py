@@ -3,14 +3,14 @@
 import re
 
 from reports.render import render_all
-from tests.test_gate import variant, write_run, write_samples
+from tests.fixtures import variant, write_items, write_run
 
 
 def test_render_all_with_paired_columns(tmp_path):
     run = write_run(tmp_path / "run", {"bf16": variant({"math": 0.9}), "q": variant({"math": 0.78}, tok_s=150),
                                        "unserved": variant({"math": 0.5}, status="unsupported")})
-    write_samples(run, "bf16", "math", [1.0] * 180 + [0.0] * 20)
-    write_samples(run, "q", "math", [0.0] * 24 + [1.0] * 156 + [0.0] * 20)
+    write_items(run, "bf16", "math", [1.0] * 180 + [0.0] * 20)
+    write_items(run, "q", "math", [0.0] * 24 + [1.0] * 156 + [0.0] * 20)
     md, png, page, *_ = render_all(run, __import__("json").loads((run / "results.json").read_text()))
     text = md.read_text()
     tables = [[line for line in part.splitlines() if line.startswith("|")] for part in text.split("\n## ")]
