@@ -1,4 +1,4 @@
-"""Which tasks exist, how a recipe's task becomes an lm-eval task, and which metric is each task's headline.
+"""Which tasks exist and how a recipe's task becomes an lm-eval task (facts about one task: evals.task_facts).
 
 Tasks are lm-eval task YAMLs: every task lm-eval ships, then ours in evals/tasks, indexed after lm-eval's so
 that ours win on a name clash (our `humaneval`, `mbpp` and their `_instruct` variants run generated code in
@@ -12,19 +12,10 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-TASKS_DIR = Path(__file__).resolve().parent / "tasks"
-
-# The metric a task is ranked and gated on; any other task uses its first metric under its first filter.
-PRIMARY_METRIC = {"demo_code": "pass@1", "demo_math": "exact_match", "demo_extraction": "field_f1",
-                  "humaneval": "pass@1", "mbpp": "pass@1", "extraction": "field_f1",
-                  "humaneval_instruct": "pass@1", "mbpp_instruct": "pass@1", "math_chat": "exact_match"}
+from evals.task_facts import TASKS_DIR, TaskError, is_ours, primary_metric, shipped_data  # noqa: F401 - re-exported
 
 # How `datasets` reads a local file, by suffix.
 FILE_BUILDERS = {".jsonl": "json", ".json": "json", ".csv": "csv", ".parquet": "parquet"}
-
-
-class TaskError(ValueError):
-    """A task that cannot be run as configured; the message says what to change."""
 
 
 @lru_cache(maxsize=1)
@@ -40,25 +31,13 @@ def task_manager():
 
 def local_test_split(task_dir: Path):
     """The lm-eval `custom_dataset` of a task shipped with its data: task_dir/test.jsonl as split "test"."""
-    return load_files({"test": str(task_dir / "test.jsonl")})
+    return load_files({"test": str(shipped_data(task_dir))})
 
 
 def load_files(files: dict[str, str]):
     import datasets
     return datasets.DatasetDict({split: datasets.load_dataset(_builder(path), data_files=path, split="train")
                                  for split, path in files.items()})
-
-
-def shipped_tasks() -> list[str]:
-    return sorted(p.parent.name for p in TASKS_DIR.glob("*/*.yaml"))
-
-
-def primary_metric(task: str, metrics: list[str]) -> str:
-    if task in PRIMARY_METRIC:
-        return PRIMARY_METRIC[task]
-    if not metrics:
-        raise TaskError(f"task {task} reported no metrics")
-    return metrics[0]
 
 
 def _builder(path: str) -> str:
@@ -147,7 +126,7 @@ def code_execution(task) -> str | None:
     path = Path(entry.yaml_path).resolve()
     if not load_yaml(path, resolve_func=False).get("unsafe_code"):
         return None
-    return "sandbox" if TASKS_DIR in path.parents else "host"
+    return "sandbox" if is_ours(path) else "host"
 
 
 def check_code_isolation(tasks) -> dict[str, str]:

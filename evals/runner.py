@@ -5,7 +5,8 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from evals.registry import code_execution, lm_eval_spec, primary_metric, task_manager
+from evals.registry import code_execution, lm_eval_spec, task_manager
+from evals.task_facts import primary_metric
 from evals.sandbox import unisolated_permitted
 from evals.stats import mean_ci
 
