@@ -16,9 +16,9 @@ import time
 import torch
 from transformers import LlamaForCausalLM
 
-from evals.demo.extraction_gen import FIRST, LAST
-from quant.demo.tokenizer import train_tokenizer
-from quant.demo.train import collate, encode, held_out_scores, make_optimizer, model_config, train_step
+from demo.tasks.extraction_gen import FIRST, LAST
+from demo.tokenizer import train_tokenizer
+from demo.train import collate, encode, held_out_scores, make_optimizer, model_config, train_step
 
 FILLER = "the a order of to from in on and was for with by at ship send please".split()
 

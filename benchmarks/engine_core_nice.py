@@ -21,7 +21,7 @@ from perf.engines import VLLMServer, resolve_engine_python
 from perf.engines.process import renice_process
 from perf.engines.vllm import engine_core_processes
 from perf.run import arrived_in_one_burst, run_workload
-from quant.demo import DEMO_MODEL_DIR
+from demo import DEMO_MODEL_DIR
 from core.recipe import load_recipe
 from core.recipe_perf import Workload
 

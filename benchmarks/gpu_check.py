@@ -26,7 +26,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
-DEMO_MODEL = REPO / "quant" / "demo" / "model"
+DEMO_MODEL = REPO / "demo" / "model"
 
 SCHEMES = [  # (name, Variant fields)
     ("w4a16-rtn", {"scheme": "W4A16"}),

@@ -28,7 +28,7 @@ import httpx
 from perf.engines import VLLMServer, resolve_engine_python
 from perf.run import arrived_in_one_burst, run_workload
 from perf.server_metrics import COUNTERS, parse_counters, server_latency_means
-from quant.demo import DEMO_MODEL_DIR
+from demo import DEMO_MODEL_DIR
 from core.recipe import load_recipe
 from core.recipe_perf import Workload
 

@@ -2,7 +2,7 @@
 
 Reproducible from fixed seeds (up to floating-point nondeterminism of CPU kernels).
 Usage: quant demo build-model [--out DIR]           (the shipped checkpoint: every phase of PHASES)
-       python -m quant.demo.train [--out DIR] [--steps N] [--init-from DIR] [--mix ...]   (one phase)
+       python -m demo.train [--out DIR] [--steps N] [--init-from DIR] [--mix ...]   (one phase)
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ from pathlib import Path
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
-from evals.demo import GENERATORS
-from evals.demo.build import train_items
-from quant.demo import DEMO_MODEL_DIR
-from quant.demo.tokenizer import train_tokenizer
+from demo import DEMO_MODEL_DIR
+from demo.tasks import GENERATORS
+from demo.tasks.build import train_items
+from demo.tokenizer import train_tokenizer
 
 MIX = {"demo_math": 0.45, "demo_code": 0.35, "demo_extraction": 0.20}
 TRAIN_SEED = 1234

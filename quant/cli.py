@@ -223,12 +223,13 @@ def cmd_compare(args) -> int:
 
 def cmd_demo(args) -> int:
     if args.what == "build-tasks":
-        from evals.demo.build import write_test_sets
-        for task, path in write_test_sets().items():
+        from demo.tasks.build import write_test_sets
+        from evals.task_facts import shipped_data, task_dir
+        for task, path in write_test_sets(lambda task: shipped_data(task_dir(task))).items():
             print(f"{task}: {path}")
     else:
         import torch
-        from quant.demo.train import DEMO_MODEL_DIR, build_demo_model
+        from demo.train import DEMO_MODEL_DIR, build_demo_model
         torch.set_num_threads(os.cpu_count() or 1)
         build_demo_model(Path(args.out) if args.out else DEMO_MODEL_DIR, device=args.device)
     return EXIT_OK

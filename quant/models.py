@@ -15,7 +15,7 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
-from quant.demo import DEMO_MODEL_DIR
+from demo import DEMO_MODEL_DIR
 from core.hashing import digest, file_digest, versions
 from core.store import Cache
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import random
 from pathlib import Path
 
 from core.recipe import Calibration
@@ -16,7 +15,8 @@ SEED_OFFSET = 777
 def calibration_texts(calibration: Calibration) -> list[str]:
     """num_samples texts: the demo task generators ("demo") or the "text" field of a JSONL file."""
     if calibration.source == "demo":
-        return _demo_texts(calibration.num_samples, calibration.seed + SEED_OFFSET)
+        from demo.calibration import calibration_texts as demo_texts   # only the demo source needs the generators
+        return demo_texts(calibration.num_samples, calibration.seed + SEED_OFFSET)
     return _jsonl_texts(Path(calibration.source), calibration.num_samples)
 
 
@@ -38,28 +38,6 @@ def source_problems(calibration: Calibration) -> tuple[list[str], list[str]]:
 def texts_sha256(texts: list[str]) -> str:
     """Fingerprint of the exact calibration set (order matters): sha256 of the JSON list."""
     return hashlib.sha256(json.dumps(texts, ensure_ascii=False).encode("utf-8")).hexdigest()
-
-
-def _demo_texts(n: int, seed: int) -> list[str]:
-    # Imported here: the demo generators are only needed for the demo source.
-    from evals.demo import GENERATORS
-    from evals.demo.build import eval_items
-
-    tasks = sorted(GENERATORS)
-    # Calibrating on the very items we score would flatter the quantized model: skip test prompts.
-    banned = {GENERATORS[t].prompt_of(d) for t in tasks for d in eval_items(t)}
-    rng = random.Random(seed)
-    texts: list[str] = []
-    drawn = 0
-    while len(texts) < n:
-        task = tasks[drawn % len(tasks)]  # round-robin: an even mix of the three tasks
-        gen = GENERATORS[task]
-        doc = gen.make_item(rng, task_id=f"calib/{drawn}") if task == "demo_code" else gen.make_item(rng)
-        drawn += 1
-        prompt = gen.prompt_of(doc)
-        if prompt not in banned:
-            texts.append(prompt + gen.target_of(doc))
-    return texts
 
 
 def _jsonl_texts(path: Path, n: int) -> list[str]:

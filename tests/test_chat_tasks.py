@@ -18,7 +18,7 @@ from evals.runner import evaluate_task
 from core.recipe import Task
 from tests.conftest import REPO
 
-DEMO_MODEL = REPO / "quant/demo/model"
+DEMO_MODEL = REPO / "demo/model"
 LM_EVAL_TASKS = Path(importlib.util.find_spec("lm_eval").origin).parent / "tasks"
 
 

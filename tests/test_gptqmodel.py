@@ -186,7 +186,7 @@ CALIBRATION = Calibration(num_samples=32, max_seq_length=128)
 @pytest.fixture(scope="module")
 def gptqmodel_checkpoints(tmp_path_factory) -> dict[str, tuple[Path, dict]]:
     """GPTQ and AWQ checkpoints of the demo model made by `python -m quantize` (needs GPTQModel installed)."""
-    from quant.demo import DEMO_MODEL_DIR
+    from demo import DEMO_MODEL_DIR
     from quantize import quantize_in_subprocess
 
     root = tmp_path_factory.mktemp("gptqmodel")
@@ -215,7 +215,7 @@ def test_gptqmodel_quantizes_demo_model(gptqmodel_checkpoints, algorithm, fmt, w
     assert manifest["ignore_expanded"] == []   # the demo model ties lm_head to the embedding
     assert manifest["calibration"]["num_samples"] == CALIBRATION.num_samples
     assert 0 < manifest["oneshot_seconds"] <= manifest["quantization_seconds"]
-    assert 0 < manifest["weights_bytes"] < 0.5 * (REPO / "quant/demo/model/model.safetensors").stat().st_size
+    assert 0 < manifest["weights_bytes"] < 0.5 * (REPO / "demo/model/model.safetensors").stat().st_size
     assert (ckpt / "tokenizer.json").is_file() and not (ckpt / "logs").exists()
     assert not (REPO / "logs").exists()   # GPTQModel's ./logs/ went to a scratch directory
 

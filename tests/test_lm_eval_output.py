@@ -28,7 +28,7 @@ def sweep(tmp_path_factory):
     root = tmp_path_factory.mktemp("sweep")
     ctx = SimpleNamespace(cache=Cache(root / "cache"), reporter=Reporter(quiet=True))
     task = Task(name="gsm8k", data_files=DEMO_MATH, num_fewshot=0, limit=5)
-    _run_eval(ctx, inprocess_lm(REPO / "quant/demo/model"), task, "k1", "bf16")
+    _run_eval(ctx, inprocess_lm(REPO / "demo/model"), task, "k1", "bf16")
     record = {"accuracy": {}}
     for run in ("run", "rerun"):   # the rerun is a cached one: no eval, the same files
         _collect_eval(ctx, "k1", "gsm8k", record, root / run / "variants" / "bf16", "inprocess")

@@ -78,7 +78,7 @@ def test_an_eval_leaves_lm_eval_warnings_on_and_silences_only_the_expected_task_
     from evals.runner import evaluate_task
     from core.recipe import Task
 
-    evaluate_task(inprocess_lm(REPO / "quant/demo/model"), Task(name="demo_math", limit=1))
+    evaluate_task(inprocess_lm(REPO / "demo/model"), Task(name="demo_math", limit=1))
     assert logging.getLogger("lm_eval").propagate   # to our handler, not lm-eval's own
     assert logging.getLogger("lm_eval").getEffectiveLevel() <= logging.WARNING
     assert logging.getLogger("lm_eval.models.huggingface").getEffectiveLevel() <= logging.WARNING

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from perf.lengths import longest, sample_lengths
-from quant.demo import DEMO_MODEL_DIR
+from demo import DEMO_MODEL_DIR
 from core.recipe import parse_recipe
 from quant.sweep import DEFAULT_SEQ_TOKENS, _memory
 

@@ -197,7 +197,7 @@ def test_no_collector_pass_while_requests_are_timed():
 
 @pytest.fixture(scope="module")
 def tokenizer_dir(tmp_path_factory) -> Path:
-    from quant.demo.tokenizer import train_tokenizer
+    from demo.tokenizer import train_tokenizer
     out = tmp_path_factory.mktemp("tok")
     train_tokenizer([f"item {i}: the quick brown fox {i * 7} jumps" for i in range(200)], vocab_size=300).save_pretrained(out)
     return out

@@ -11,7 +11,7 @@ from quant.progress import Reporter
 from quantize import progress
 
 REPO = Path(__file__).resolve().parent.parent
-DEMO_MODEL = REPO / "quant/demo/model"
+DEMO_MODEL = REPO / "demo/model"
 
 
 def test_progress_lines_map_to_bar_updates():

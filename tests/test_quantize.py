@@ -24,8 +24,8 @@ def probe_model(tmp_path_factory) -> Path:
     import torch
     from transformers import LlamaForCausalLM
 
-    from quant.demo.tokenizer import train_tokenizer
-    from quant.demo.train import model_config
+    from demo.tokenizer import train_tokenizer
+    from demo.train import model_config
 
     out = tmp_path_factory.mktemp("probe")
     torch.manual_seed(0)
@@ -88,7 +88,7 @@ def test_a_scheme_per_module_group():
 
 def test_groups_are_checked_against_the_model_before_quantizing():
     from transformers import AutoModelForCausalLM
-    model = AutoModelForCausalLM.from_pretrained(REPO / "quant/demo/model")
+    model = AutoModelForCausalLM.from_pretrained(REPO / "demo/model")
 
     def check(groups, ignore=("lm_head",)):
         lc.check_assignment(model, Variant(name="a", groups=groups, ignore=list(ignore)))
@@ -191,8 +191,8 @@ def test_awq_pin_memory_patch_is_scoped():
 # --- calibration -------------------------------------------------------------------------------------
 
 def test_calibration_deterministic_and_mixed():
-    from evals.demo import GENERATORS
-    from evals.demo.build import eval_items
+    from demo.tasks import GENERATORS
+    from demo.tasks.build import eval_items
 
     a = calibration_texts(Calibration(num_samples=30, seed=3))
     assert a == calibration_texts(Calibration(num_samples=30, seed=3))

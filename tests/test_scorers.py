@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from evals.demo.build import GENERATORS, eval_items, train_items
+from demo.tasks.build import GENERATORS, eval_items, train_items
 from evals.registry import TASKS_DIR
 from tests.sandbox_modes import MODES, running_in
 

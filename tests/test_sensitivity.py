@@ -13,7 +13,7 @@ from quantize.sensitivity import fake_quantize_weight, is_kept, keep_random, kee
 from tests.conftest import REPO
 from tests.test_quantize import probe_model  # noqa: F401 - a fixture
 
-DEMO_MODEL = REPO / "quant/demo/model"
+DEMO_MODEL = REPO / "demo/model"
 
 
 def test_rounding_matches_llmcompressors_rtn(probe_model, tmp_path):  # noqa: F811

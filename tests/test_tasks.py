@@ -19,7 +19,7 @@ from tests.conftest import REPO
 from tests.sandbox_modes import MODES, running_in
 
 DEMO_MATH = str(REPO / "evals/tasks/demo_math/test.jsonl")
-DEMO_MODEL = REPO / "quant/demo/model"
+DEMO_MODEL = REPO / "demo/model"
 
 
 def _error(task: Task) -> str:

@@ -27,7 +27,7 @@ def hidden_576(tmp_path_factory) -> Path:
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from quant.demo.tokenizer import train_tokenizer
+    from demo.tokenizer import train_tokenizer
     from quantize.calibration import calibration_texts
     from core.recipe import Calibration
 

@@ -5,11 +5,10 @@ from __future__ import annotations
 import json
 import random
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
-from evals.demo import GENERATORS
+from demo.tasks import GENERATORS
 
-TASKS_DIR = Path(__file__).resolve().parent.parent / "tasks"
 TEST_SIZE = 250
 TEST_SEED = 20261130
 
@@ -48,16 +47,13 @@ def train_items(task: str, n: int, seed: int) -> list[dict]:
     raise AssertionError("unreachable")
 
 
-def write_test_sets(tasks_dir: Path = TASKS_DIR) -> dict[str, Path]:
+def write_test_sets(path_of: Callable[[str], Path]) -> dict[str, Path]:
+    """Each demo task's test set, to path_of(task) (the evals stage says where a task's data lives)."""
     written = {}
     for task in GENERATORS:
-        path = tasks_dir / task / "test.jsonl"
+        path = path_of(task)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text("".join(json.dumps(d) + "\n" for d in eval_items(task)))
         written[task] = path
     return written
 
-
-if __name__ == "__main__":
-    for task, path in write_test_sets().items():
-        print(f"{task}: {path}")

@@ -1,7 +1,7 @@
 from pathlib import Path
 
 from evals import code_scoring
-from evals.demo import code_gen
+from demo.tasks import code_gen
 from evals.registry import local_test_split
 
 HERE = Path(__file__).resolve().parent

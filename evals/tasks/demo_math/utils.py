@@ -1,7 +1,7 @@
 import re
 from pathlib import Path
 
-from evals.demo import math_gen
+from demo.tasks import math_gen
 from evals.registry import local_test_split
 
 HERE = Path(__file__).resolve().parent
