@@ -5,12 +5,18 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from reports.table import headline_point
+from core.results import PerfPoint, Results
+from reports.table import as_results, headline_point
+
+def _p99_latency(point: PerfPoint) -> float:
+    stats = point.e2e_ms or point.ttft_ms
+    return stats.p99 if stats is not None and "p99" in stats.model_fields_set else float("inf")
+
 
 OBJECTIVES = {  # objective -> (what it reads, larger is better)
-    "throughput": (lambda v, p: p["output_tokens_per_s"], True),
-    "latency": (lambda v, p: (p.get("e2e_ms") or p.get("ttft_ms") or {}).get("p99", float("inf")), False),
-    "memory": (lambda v, p: v.get("size_bytes") or float("inf"), False),
+    "throughput": (lambda v, p: p.output_tokens_per_s, True),
+    "latency": (lambda v, p: _p99_latency(p), False),
+    "memory": (lambda v, p: v.size_bytes or float("inf"), False),
 }
 SLO_METRICS = {"ttft": "ttft_ms", "tpot": "tpot_ms", "itl": "itl_ms", "e2e": "e2e_ms"}
 _SLO = re.compile(r"^(ttft|tpot|itl|e2e)_(p50|p90|p99|mean)\s*(<=|=)\s*([0-9.]+)\s*(ms|s)?$")
@@ -30,8 +36,9 @@ class Slo:
     stat: str
     limit_ms: float
 
-    def read(self, point: dict) -> float | None:
-        return (point.get(SLO_METRICS[self.metric]) or {}).get(self.stat)
+    def read(self, point: PerfPoint) -> float | None:
+        stats = getattr(point, SLO_METRICS[self.metric])
+        return getattr(stats, self.stat) if stats is not None else None
 
     def __str__(self) -> str:
         return f"{self.metric}_{self.stat} <= {self.limit_ms:g} ms"
@@ -59,19 +66,20 @@ class Choice:
     rejected: dict[str, str] = field(default_factory=dict)
 
 
-def candidates(results: dict, task: str, max_drop: float, slos: list[Slo], objective: str) -> tuple[list[Choice], dict]:
-    baseline = results["variants"][results["baseline"]]
-    base = baseline.get("accuracy", {}).get(task)
+def candidates(results: Results, task: str, max_drop: float, slos: list[Slo],
+               objective: str) -> tuple[list[Choice], dict]:
+    baseline = results.baseline_record
+    base = baseline.accuracy.get(task)
     if base is None:
-        raise ChooseError(f"no results for task {task!r}; tasks: {', '.join(baseline.get('accuracy', {}))}")
+        raise ChooseError(f"no results for task {task!r}; tasks: {', '.join(baseline.accuracy)}")
     read, _ = OBJECTIVES[objective]
     ok, rejected = [], {}
-    for name, v in results["variants"].items():
-        acc, point = v.get("accuracy", {}).get(task), headline_point(v)
-        if v["status"] != "ok" or point is None or acc is None or not v.get("checkpoint"):
-            rejected[name] = f"{v['status']}: {_short(v.get('reason') or 'not served')}"
+    for name, v in results.variants.items():
+        acc, point = v.accuracy.get(task), headline_point(v)
+        if not v.ok or point is None or acc is None or not v.checkpoint:
+            rejected[name] = f"{v.status}: {_short(v.reason or 'not served')}"
             continue
-        drop = base["value"] - acc["value"]
+        drop = base.value - acc.value
         if drop > max_drop + 1e-12:
             rejected[name] = f"accuracy drop {drop:.3f} > {max_drop:.3f}"
             continue
@@ -81,8 +89,8 @@ def candidates(results: dict, task: str, max_drop: float, slos: list[Slo], objec
         if missed:
             rejected[name] = "; ".join(missed)
             continue
-        ok.append(Choice(task, name, acc["value"], drop, point["output_tokens_per_s"], point["concurrency"],
-                         v["checkpoint"], read(v, point)))
+        ok.append(Choice(task, name, acc.value, drop, point.output_tokens_per_s, point.concurrency,
+                         v.checkpoint, read(v, point)))
     return ok, rejected
 
 
@@ -91,9 +99,10 @@ def _best(ok: list[Choice], objective: str) -> Choice:
     return (max if larger_is_better else min)(ok, key=lambda c: c.score)
 
 
-def choose(results: dict, tasks: list[str], max_drop: float, slos: list[Slo] = (),
+def choose(results: Results | dict, tasks: list[str], max_drop: float, slos: list[Slo] = (),
            objective: str = "throughput") -> tuple[dict[str, Choice | None], str | None]:
     """Per task the best variant (or None), and the best variant that meets every task's constraints."""
+    results = as_results(results)
     per_task = {task: candidates(results, task, max_drop, list(slos), objective) for task in tasks}
     choices = {}
     for task, (ok, rejected) in per_task.items():

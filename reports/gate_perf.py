@@ -14,8 +14,9 @@ import math
 import numpy as np
 from scipy.stats import t as student_t
 
-from perf.metrics import reliable, samples_needed
 from core.recipe import Gates
+from core.results import PerfPoint, VariantRecord
+from perf.metrics import reliable, samples_needed
 from reports.gate import Check, GateInputError
 from reports.gate_rules import INCONCLUSIVE, PASS, REGRESSION, Verdict
 from reports.table import headline_points
@@ -34,10 +35,21 @@ def _ratio_interval(base: list[float], cand: list[float], confidence: float) -> 
     return math.exp(diff), math.exp(diff - half), math.exp(diff + half)
 
 
+def _headline(side: dict) -> list[PerfPoint]:
+    """A gate side's variant (a dict carrying where it came from) -> its headline perf points."""
+    return headline_points(VariantRecord.model_validate(side))
+
+
+def _stats(point: PerfPoint, metric: str) -> dict:
+    """A latency's statistics as perf.metrics reads them (only what was measured)."""
+    stats = getattr(point, metric)
+    return stats.dump() if stats is not None else {}
+
+
 def throughput_check(baseline: dict, candidate: dict, policy: Gates) -> Check:
     rules, limit = policy.perf, policy.perf.max_throughput_drop
-    base_runs = [p["output_tokens_per_s"] for p in headline_points(baseline)]
-    cand_runs = [p["output_tokens_per_s"] for p in headline_points(candidate)]
+    base_runs = [p.output_tokens_per_s for p in _headline(baseline)]
+    cand_runs = [p.output_tokens_per_s for p in _headline(candidate)]
     if not base_runs:
         raise GateInputError(f"{baseline['_path']}: baseline {baseline['name']} has no perf results")
     if min(base_runs + cand_runs) <= 0:
@@ -63,11 +75,11 @@ def throughput_check(baseline: dict, candidate: dict, policy: Gates) -> Check:
 
 
 def slo_check(baseline: dict, candidate: dict, metric: str, slo: float) -> Check:
-    base_point, cand_point = (headline_points(baseline) or [{}])[0], headline_points(candidate)[0]
-    stats = cand_point.get(metric) or {}
+    base_point, cand_point = (_headline(baseline) or [PerfPoint()])[0], _headline(candidate)[0]
+    stats = _stats(cand_point, metric)
     value = stats.get("p99")
-    requests = cand_point.get("n", 0) - cand_point.get("errors", 0) if "n" in cand_point else None
-    base_value = (base_point.get(metric) or {}).get("p99")
+    requests = cand_point.n - (cand_point.errors or 0) if cand_point.n is not None else None
+    base_value = _stats(base_point, metric).get("p99")
     name = f"{metric[:-3]}_p99_ms"
     nan = float("nan")
     row = lambda verdict, evidence: Check("perf", name, base_value if base_value is not None else nan,
@@ -89,7 +101,7 @@ def perf_checks(baseline: dict, candidate: dict, policy: Gates) -> list[Check]:
     rules = policy.perf
     if rules.max_throughput_drop is None and rules.ttft_p99_ms is None and rules.tpot_p99_ms is None:
         return []
-    if not headline_points(candidate):
+    if not _headline(candidate):
         raise GateInputError(f"{candidate['_path']}: perf gates set but candidate {candidate['name']} has no perf "
                              f"results (status {candidate.get('status')}: {candidate.get('reason')})")
     checks = [throughput_check(baseline, candidate, policy)] if rules.max_throughput_drop is not None else []

@@ -6,6 +6,7 @@ import base64
 import html
 from pathlib import Path
 
+from core.results import Results
 from reports.markdown import CHECKPOINT_HEADERS, checkpoint_rows, mb, num, p99_cell, paired_cell, server_memory
 from reports.table import headline_concurrency, memory_target, rows_for_task, tasks_of
 
@@ -19,12 +20,12 @@ HEADERS = ("", "variant", "accuracy [95% CI]", "Δ vs baseline", "paired Δ [95%
            "max rate meeting SLO", "size", "server memory", "KV bytes/token", "max seqs", "status")
 
 
-def render_html(results: dict, png: Path | None, run_dir: Path | None = None) -> str:
+def render_html(results: Results, png: Path | None, run_dir: Path | None = None) -> str:
     e = html.escape
     c = headline_concurrency(results)
-    parts = [f"<!doctype html><meta charset='utf-8'><title>{e(results['recipe_name'])} — quant-suite</title>",
-             f"<style>{STYLE}</style><h1>{e(results['recipe_name'])}</h1>",
-             f"<p>Model <code>{e(str(results['model']))}</code>, baseline <b>{e(results['baseline'])}</b>. "
+    parts = [f"<!doctype html><meta charset='utf-8'><title>{e(str(results.recipe_name))} — quant-suite</title>",
+             f"<style>{STYLE}</style><h1>{e(str(results.recipe_name))}</h1>",
+             f"<p>Model <code>{e(str(results.model))}</code>, baseline <b>{e(results.baseline)}</b>. "
              f"Perf at concurrency {c}. Green rows are Pareto-optimal (accuracy, output tokens/s, E2E p99 latency, size). "
              f"<i>Paired</i>: difference to the baseline on the same items (95% CI), items lost/gained, "
              f"p of the test the interval inverts (exact McNemar for 0/1 scores, paired t for graded ones, cluster "
@@ -55,9 +56,9 @@ def render_html(results: dict, png: Path | None, run_dir: Path | None = None) ->
     parts.append("<h2>Checkpoints</h2><table><tr>" + "".join(f"<th>{e(h)}</th>" for h in CHECKPOINT_HEADERS) + "</tr>")
     parts += ["<tr>" + "".join(f"<td>{e(cell)}</td>" for cell in row) + "</tr>" for row in checkpoint_rows(results)]
     parts.append("</table>")
-    failures = [(n, v) for n, v in results["variants"].items() if v["status"] != "ok"]
+    failures = [(n, v) for n, v in results.variants.items() if not v.ok]
     if failures:
         parts.append("<h2>Variants not fully measured</h2><ul>")
-        parts += [f"<li><b>{e(n)}</b> — {e(v['status'])}: {e(str(v['reason']))}</li>" for n, v in failures]
+        parts += [f"<li><b>{e(n)}</b> — {e(v.status)}: {e(str(v.reason))}</li>" for n, v in failures]
         parts.append("</ul>")
     return "\n".join(parts)

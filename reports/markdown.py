@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from core.results import Results
 from perf.metrics import samples_needed
 from reports.table import headline_concurrency, memory_target, metric_of, rows_for_task, tasks_of
 
@@ -46,10 +47,10 @@ def p99_cell(r, value: float | None, fmt: str, mark: str = "\\*") -> str:
     return num(value, fmt) + (mark if value is not None and p99_unreliable(r) else "")
 
 
-def render_markdown(results: dict, run_dir=None) -> str:
+def render_markdown(results: Results, run_dir=None) -> str:
     c = headline_concurrency(results)
-    lines = [f"# {results['recipe_name']}: accuracy vs performance", "",
-             f"Baseline: **{results['baseline']}**. Perf at concurrency {c} (highest measured level). "
+    lines = [f"# {results.recipe_name}: accuracy vs performance", "",
+             f"Baseline: **{results.baseline}**. Perf at concurrency {c} (highest measured level). "
              "★ = Pareto-optimal over accuracy, output tokens/s, E2E p99 latency and size. 95% CIs in brackets; "
              "*paired* = the difference to the baseline on the same items (95% CI), items lost/gained, "
              "p of the test the interval inverts (exact McNemar for 0/1 scores, paired t for graded ones, "
@@ -78,39 +79,39 @@ def render_markdown(results: dict, run_dir=None) -> str:
             lines += ["", P99_FOOTNOTE]
         lines.append("")
     lines += checkpoints_table(results)
-    failures = [(n, v) for n, v in results["variants"].items() if v["status"] != "ok"]
+    failures = [(n, v) for n, v in results.variants.items() if not v.ok]
     if failures:
         lines += ["## Variants not fully measured", ""]
-        lines += [f"- **{n}** — {v['status']}: {v['reason']}" for n, v in failures]
+        lines += [f"- **{n}** — {v.status}: {v.reason}" for n, v in failures]
         lines.append("")
     return "\n".join(lines)
 
 
-def model_notes(results: dict) -> list[str]:
+def model_notes(results: Results) -> list[str]:
     """What the reader must know about the baseline before reading its deltas."""
     notes = []
-    if source := results.get("model_source"):
+    if source := results.model_source:
         notes.append(f"The baseline was dequantized from a GGUF file ({source['gguf_file']}, "
                      f"{source['dequantized_from']}): its bf16 weights carry that rounding.")
-    if zero := results.get("baseline_zero_tasks"):
+    if zero := results.baseline_zero_tasks:
         notes.append(f"**Warning:** the baseline scores 0 on {', '.join(zero)}: "
                      f"{'that task' if len(zero) == 1 else 'those tasks'} cannot detect regressions for this model.")
     return [n for note in notes for n in (note, "")]
 
 
-def checkpoints_table(results: dict) -> list[str]:
+def checkpoints_table(results: Results) -> list[str]:
     lines = ["## Checkpoints", "", "| " + " | ".join(CHECKPOINT_HEADERS) + " |",
              "|" + "---|" * len(CHECKPOINT_HEADERS)]
     lines += ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in checkpoint_rows(results)]
     return lines + [""]
 
 
-def checkpoint_rows(results: dict) -> list[list[str]]:
+def checkpoint_rows(results: Results) -> list[list[str]]:
     """What each variant's checkpoint is, from its manifest: scheme, format, bits per weight (quantized Linears;
     all Linears with the 16-bit ones), size, modules kept in 16-bit, quantization time, where it was served."""
     rows = []
-    for name, v in results["variants"].items():
-        m = v.get("manifest") or {}
+    for name, v in results.variants.items():
+        m = v.manifest or {}
         if m.get("bits_per_weight_quantized"):
             bits = f"{m['bits_per_weight_quantized']:.3f} · {m.get('bits_per_weight_all_linear') or 0:.3f}"
         else:
@@ -118,7 +119,7 @@ def checkpoint_rows(results: dict) -> list[list[str]]:
         seconds = (f"{m['quantization_seconds']:.1f} s ({m.get('backend', '?')})" if "quantization_seconds" in m
                    else "-")
         kept = m.get("ignore_expanded")
-        served = "yes" if v.get("served") else ("no: " + v["status"] if v.get("status") != "ok" else "no")
+        served = "yes" if v.served else ("no: " + v.status if not v.ok else "no")
         rows.append([name, m.get("scheme_description") or m.get("scheme") or "-", m.get("format") or "-", bits,
-                     mb(v.get("size_bytes")), str(len(kept)) if kept is not None else "-", seconds, served])
+                     mb(v.size_bytes), str(len(kept)) if kept is not None else "-", seconds, served])
     return rows

@@ -10,6 +10,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from core.results import Results  # noqa: E402
 from core.store import atomic_path  # noqa: E402
 from reports.table import headline_concurrency, metric_of, rows_for_task, tasks_of  # noqa: E402
 
@@ -33,7 +34,7 @@ def _panel(ax, rows, attr: str, scale: float, served_only: bool) -> None:
     ax.grid(alpha=0.3)
 
 
-def render_pareto_png(results: dict, path: Path) -> Path:
+def render_pareto_png(results: Results, path: Path) -> Path:
     tasks = tasks_of(results) or ["-"]
     fig, axes = plt.subplots(2, len(tasks), figsize=(5.2 * len(tasks), 8.4), squeeze=False)
     c = headline_concurrency(results)
@@ -45,7 +46,7 @@ def render_pareto_png(results: dict, path: Path) -> Path:
             ax.set_title(task)
             ax.set_xlabel(label.format(c=c))
             ax.set_ylabel(metric_of(results, task))
-    fig.suptitle(f"{results['recipe_name']}: accuracy vs throughput and size (green = Pareto-optimal over "
+    fig.suptitle(f"{results.recipe_name}: accuracy vs throughput and size (green = Pareto-optimal over "
                  "accuracy, throughput, p99 latency and size; red = not served, scored in-process)")
     fig.tight_layout()
     with atomic_path(path) as tmp:

@@ -10,6 +10,7 @@ from reports.html import render_html
 from reports.markdown import render_markdown
 from reports.perf_csv import write_perf_csv
 from reports.plots import render_pareto_png
+from reports.table import as_results
 from reports.vllm_bench import write_vllm_bench
 
 
@@ -17,7 +18,8 @@ def render_all(out: Path, results: dict) -> list[Path]:
     out = Path(out)
     layout = RunLayout(out)
     md, png, page = layout.pareto_md, layout.pareto_png, layout.report_html
-    write_text(md, render_markdown(results, out))
-    render_pareto_png(results, png)
-    write_text(page, render_html(results, png, out))
+    document = as_results(results)
+    write_text(md, render_markdown(document, out))
+    render_pareto_png(document, png)
+    write_text(page, render_html(document, png, out))
     return [md, png, page, write_perf_csv(out, results), *write_vllm_bench(out, results)]

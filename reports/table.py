@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from core.results import Accuracy, PerfPoint, Results, VariantRecord
 from reports.metric_kinds import higher_is_better
 from reports.samples import ItemFileError, ItemMismatch, paired_between
 
@@ -35,98 +36,98 @@ class Row:
     pareto: bool = False
 
 
-def headline_point(variant: dict) -> dict | None:
+def as_results(results: Results | dict) -> Results:
+    """The typed document (a reader may be handed the dict the sweep holds)."""
+    return results if isinstance(results, Results) else Results.model_validate(results)
+
+
+def headline_point(variant: VariantRecord) -> PerfPoint | None:
     """The perf point a table shows: the highest concurrency of the first closed-loop workload."""
     points = headline_points(variant)
     return points[0] if points else None
 
 
-def headline_points(variant: dict) -> list[dict]:
+def headline_points(variant: VariantRecord) -> list[PerfPoint]:
     """Every run of the headline level (a workload may list a level several times to repeat it)."""
-    for workload in variant.get("perf", {}).values():
-        points = [p for p in workload.get("points") or [] if "concurrency" in p]
+    for workload in variant.perf.values():
+        points = [p for p in workload.points if p.concurrency is not None]
         if points:
-            top = max(p["concurrency"] for p in points)
-            return [p for p in points if p["concurrency"] == top]
+            top = max(p.concurrency for p in points)
+            return [p for p in points if p.concurrency == top]
     return []
 
 
-def p99_samples(point: dict | None) -> int | None:
+def p99_samples(point: PerfPoint | None) -> int | None:
     """The fewest samples behind the point's TTFT/TPOT/E2E p99 (see perf.metrics.reliable)."""
     if not point:
         return None
-    requests = point["n"] - point.get("errors", 0) if "n" in point else None
-    counts = [(point.get(k) or {}).get("n", requests) for k in ("ttft_ms", "tpot_ms", "e2e_ms")]
+    requests = point.n - (point.errors or 0) if point.n is not None else None
+    latencies = (point.ttft_ms, point.tpot_ms, point.e2e_ms)
+    counts = [stats.n if stats is not None and "n" in stats.model_fields_set else requests for stats in latencies]
     return min((c for c in counts if c is not None), default=None)
 
 
-def max_rate_meeting_slo(variant: dict) -> float | None:
+def max_rate_meeting_slo(variant: VariantRecord) -> float | None:
     """The highest request rate a workload's rate search found to meet the SLO (the first such workload)."""
-    return next((w["max_rate_meeting_slo"] for w in variant.get("perf", {}).values()
-                 if w.get("max_rate_meeting_slo") is not None), None)
+    return next((w.max_rate_meeting_slo for w in variant.perf.values() if w.max_rate_meeting_slo is not None), None)
 
 
-def headline_concurrency(results: dict) -> int | None:
-    for v in results["variants"].values():
+def headline_concurrency(results: Results) -> int | None:
+    for v in results.variants.values():
         point = headline_point(v)
         if point:
-            return point["concurrency"]
+            return point.concurrency
     return None
 
 
-def memory_target(results: dict) -> str:
+def memory_target(results: Results) -> str:
     """e.g. "80 GiB x 0.9": the accelerator the max-sequences column is computed for."""
-    for v in results["variants"].values():
-        m = v.get("memory", {})
-        if "accelerator_gib" in m:
-            return f"{m['accelerator_gib']:g} GiB x {m['utilization']:g}"
+    for v in results.variants.values():
+        if v.memory.accelerator_gib is not None:
+            return f"{v.memory.accelerator_gib:g} GiB x {v.memory.utilization:g}"
     return "-"
 
 
-def tasks_of(results: dict) -> list[str]:
-    seen: list[str] = []
-    for v in results["variants"].values():
-        seen += [t for t in v.get("accuracy", {}) if t not in seen]
-    return seen
+def tasks_of(results: Results | dict) -> list[str]:
+    return as_results(results).tasks()
 
 
-def metric_of(results: dict, task: str) -> str:
-    return next((v["accuracy"][task]["metric"] for v in results["variants"].values()
-                 if task in v.get("accuracy", {})), "accuracy")
+def metric_of(results: Results, task: str) -> str:
+    return next((v.accuracy[task].metric for v in results.variants.values() if task in v.accuracy), "accuracy")
 
 
-def paired_vs_baseline(results: dict, run_dir: Path | None, variant: str, task: str, entry: dict) -> dict | None:
-    if run_dir is None or variant == results["baseline"]:
+def paired_vs_baseline(results: Results, run_dir: Path | None, variant: str, task: str, entry: Accuracy) -> dict | None:
+    if run_dir is None or variant == results.baseline:
         return None
     try:
-        return paired_between(run_dir, results["baseline"], run_dir, variant, task, entry["metric"],
-                              higher_is_better=higher_is_better(entry))
+        return paired_between(run_dir, results.baseline, run_dir, variant, task, entry.metric,
+                              higher_is_better=higher_is_better(entry.dump()))
     except (ItemMismatch, ItemFileError):   # a report still renders; `quant gate` says what is wrong
         return None
 
 
-def rows_for_task(results: dict, task: str, run_dir: Path | None = None) -> list[Row]:
-    base = results["variants"].get(results["baseline"], {}).get("accuracy", {}).get(task)
+def rows_for_task(results: Results, task: str, run_dir: Path | None = None) -> list[Row]:
+    base_record = results.variants.get(results.baseline)
+    base = base_record.accuracy.get(task) if base_record else None
     rows = []
-    for name, v in results["variants"].items():
-        acc = v.get("accuracy", {}).get(task)
+    for name, v in results.variants.items():
+        acc = v.accuracy.get(task)
         point = headline_point(v)
-        latency = lambda key: (point.get(key) or {}).get("p99") if point else None
+        latency = lambda stats: stats.p99 if stats is not None else None
         rows.append(Row(
-            variant=name, status=v["status"], backend=(acc or {}).get("backend", "-"),
-            accuracy=acc["value"] if acc else None, ci95=tuple(acc["ci95"]) if acc else None,
-            n=acc["n"] if acc else 0,
-            delta=(acc["value"] - base["value"]) if acc and base else None,
-            out_tok_s=point["output_tokens_per_s"] if point else None,
-            ttft_p99_ms=latency("ttft_ms"), tpot_p99_ms=latency("tpot_ms"), e2e_p99_ms=latency("e2e_ms"),
+            variant=name, status=v.status, backend=(acc.backend if acc and acc.backend is not None else "-"),
+            accuracy=acc.value if acc else None, ci95=tuple(acc.ci95) if acc else None,
+            n=acc.n if acc else 0,
+            delta=(acc.value - base.value) if acc and base else None,
+            out_tok_s=point.output_tokens_per_s if point else None,
+            ttft_p99_ms=latency(point.ttft_ms) if point else None, tpot_p99_ms=latency(point.tpot_ms) if point else None,
+            e2e_p99_ms=latency(point.e2e_ms) if point else None,
             p99_samples=p99_samples(point),
-            size_bytes=v.get("size_bytes"), rss_bytes=v.get("memory", {}).get("server_rss_bytes"),
-            gpu_bytes=v.get("memory", {}).get("server_gpu_bytes"),
-            kv_bytes_per_token=v.get("memory", {}).get("kv_bytes_per_token"),
-            max_sequences=v.get("memory", {}).get("max_sequences"),
+            size_bytes=v.size_bytes, rss_bytes=v.memory.server_rss_bytes, gpu_bytes=v.memory.server_gpu_bytes,
+            kv_bytes_per_token=v.memory.kv_bytes_per_token, max_sequences=v.memory.max_sequences,
             paired=paired_vs_baseline(results, run_dir, name, task, acc) if acc else None,
-            kl=(acc.get("kl") or {}).get("value") if acc else None,
-            goodput_rps=point.get("goodput_rps") if point else None,
+            kl=acc.kl.value if acc and acc.kl else None,
+            goodput_rps=point.goodput_rps if point else None,
             max_rate_meeting_slo=max_rate_meeting_slo(v)))
     mark_pareto(rows)
     return rows

@@ -41,6 +41,11 @@ def results(variants: dict[str, dict], baseline: str = "bf16", gates: dict | Non
                    variants=variants, recipe=recipe, **fields).dump()
 
 
+def typed_results(variants: dict[str, dict] | None = None, **fields) -> Results:
+    """A typed document (as readers get it): one baseline variant unless `variants` says otherwise."""
+    return Results.model_validate(results(variants or {"bf16": variant({})}, **fields))
+
+
 def write_run(path: Path, variants: dict[str, dict], gates: dict | None = None, **fields) -> Path:
     path.mkdir(parents=True, exist_ok=True)
     RunLayout(path).results.write_text(json.dumps(results(variants, gates=gates, **fields)))

@@ -158,6 +158,7 @@ def test_math_chat_reads_the_final_answer():
 def test_a_task_the_baseline_scores_zero_on_is_flagged():
     from quant.sweep import warn_zero_baseline
     from reports.markdown import model_notes
+    from tests.fixtures import typed_results
 
     class Recorder:
         def __init__(self):
@@ -170,7 +171,7 @@ def test_a_task_the_baseline_scores_zero_on_is_flagged():
     assert warn_zero_baseline(record, reporter) == ["humaneval", "math_chat"]
     assert len(reporter.lines) == 2 and "cannot detect regressions for this model" in reporter.lines[0]
     assert warn_zero_baseline({"accuracy": {"extraction": {"value": 0.4}}}, reporter) == []
-    notes = model_notes({"baseline_zero_tasks": ["humaneval", "math_chat"]})
+    notes = model_notes(typed_results(baseline_zero_tasks=["humaneval", "math_chat"]))
     assert notes[0] == ("**Warning:** the baseline scores 0 on humaneval, math_chat: those tasks cannot detect "
                         "regressions for this model.")
-    assert model_notes({}) == []
+    assert model_notes(typed_results()) == []

@@ -170,11 +170,12 @@ def test_the_report_says_the_baseline_was_dequantized(tmp_path):
 
     from quant.sweep import _original_manifest
     from reports.markdown import model_notes
+    from tests.fixtures import typed_results
 
     source = {"gguf_file": "SmolLM2-135M-Instruct.Q4_1.gguf", "dequantized_from": "Q4_1"}
     manifest = _original_manifest(SimpleNamespace(model_source=source))
     assert manifest["scheme"] == "bf16 (dequantized from GGUF Q4_1)" and manifest["dequantized_from"] == "Q4_1"
     assert _original_manifest(SimpleNamespace(model_source=None)) == {"source": "original model", "scheme": "bf16"}
-    notes = model_notes({"model_source": source})
+    notes = model_notes(typed_results(model_source=source))
     assert notes[0].startswith("The baseline was dequantized from a GGUF file (SmolLM2-135M-Instruct.Q4_1.gguf, Q4_1)")
     json.dumps(manifest)
