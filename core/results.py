@@ -196,6 +196,11 @@ class Results(Record):
     baseline_zero_tasks: list[StrictStr] | None = None
     finished: StrictStr | None = None
 
+    @classmethod
+    def of(cls, results: Results | dict) -> Results:
+        """The typed document (a reader may be handed the dict the sweep holds)."""
+        return results if isinstance(results, Results) else cls.model_validate(results)
+
     def usable(self) -> str | None:
         """Why a reader cannot compare anything in it (no variant, or no baseline among them), else None.
         Not a validator: a sweep run with --only may write a document without its baseline."""

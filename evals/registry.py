@@ -12,7 +12,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from evals.task_facts import TASKS_DIR, TaskError, is_ours, primary_metric, shipped_data  # noqa: F401 - re-exported
+from evals.task_facts import TASKS_DIR, TaskError, is_ours, shipped_data
 
 # How `datasets` reads a local file, by suffix.
 FILE_BUILDERS = {".jsonl": "json", ".json": "json", ".csv": "csv", ".parquet": "parquet"}

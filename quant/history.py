@@ -45,7 +45,8 @@ def git_commit(where: Path) -> str | None:
     return out.stdout.strip() or None if out.returncode == 0 else None
 
 
-def record(results: dict, run_dir: Path, recipe_path: Path) -> str:
+def record(results: Results | dict, run_dir: Path, recipe_path: Path) -> str:
+    results = Results.of(results).dump()
     run_id = f"{results['started'].replace(':', '').replace('-', '')[:15]}-{results['recipe_hash'][:8]}"
     with _connect() as con:
         con.execute("INSERT OR REPLACE INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",

@@ -8,10 +8,10 @@ from pathlib import Path
 
 from evals.runner import evaluate_task
 from quant import kl_stage
+from core.run_layout import LM_EVAL_DIR as LM_EVAL
 from core.store import copy_file
 
 STAGE_EVAL, STAGE_PERF = "evals", "perf"
-LM_EVAL = "lm_eval"   # lm-eval's own output files, in the eval stage and in each variant's directory
 
 
 def _collect_eval(ctx, key: str, task: str, record: dict, vdir: Path, backend: str) -> None:

@@ -6,7 +6,8 @@ import re
 from dataclasses import dataclass, field
 
 from core.results import PerfPoint, Results
-from reports.table import as_results, headline_point
+from reports.gate_rules import ROUNDING
+from reports.table import headline_point
 
 def _p99_latency(point: PerfPoint) -> float:
     stats = point.e2e_ms or point.ttft_ms
@@ -80,7 +81,7 @@ def candidates(results: Results, task: str, max_drop: float, slos: list[Slo],
             rejected[name] = f"{v.status}: {_short(v.reason or 'not served')}"
             continue
         drop = base.value - acc.value
-        if drop > max_drop + 1e-12:
+        if drop > max_drop + ROUNDING:
             rejected[name] = f"accuracy drop {drop:.3f} > {max_drop:.3f}"
             continue
         missed = [f"{slo.metric}_{slo.stat} {'not measured' if slo.read(point) is None else f'{slo.read(point):.0f} ms'}"
@@ -102,7 +103,7 @@ def _best(ok: list[Choice], objective: str) -> Choice:
 def choose(results: Results | dict, tasks: list[str], max_drop: float, slos: list[Slo] = (),
            objective: str = "throughput") -> tuple[dict[str, Choice | None], str | None]:
     """Per task the best variant (or None), and the best variant that meets every task's constraints."""
-    results = as_results(results)
+    results = Results.of(results)
     per_task = {task: candidates(results, task, max_drop, list(slos), objective) for task in tasks}
     choices = {}
     for task, (ok, rejected) in per_task.items():

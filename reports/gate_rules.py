@@ -30,6 +30,11 @@ class Verdict:
     items_needed: int | None = None   # total paired items that would likely decide an inconclusive case
 
 
+# A drop equal to the allowed margin passes: a difference of two scores computed in floating point can land a
+# few ulps above a margin it equals exactly (0.9 - 0.85 > 0.05).
+ROUNDING = 1e-12
+
+
 def z_for(confidence: float) -> float:
     return NormalDist().inv_cdf(0.5 + confidence / 2)
 
@@ -56,19 +61,19 @@ def decide(rule: str, drop: float, low: float, high: float, n: int, margin: floa
     if n < min_n:
         return Verdict(INCONCLUSIVE, f"only {n} paired items (min_n {min_n})", min_n)
     if rule == "point":
-        if drop > margin + 1e-12:
+        if drop > margin + ROUNDING:
             return Verdict(REGRESSION, f"drop {drop:.3f} > margin {margin:.3f}")
         return Verdict(PASS, f"drop {drop:.3f} <= margin {margin:.3f}")
     evidence = _evidence(test, p, low, high)
     if rule == "significant":
-        if drop <= margin + 1e-12:
+        if drop <= margin + ROUNDING:
             return Verdict(PASS, f"drop {drop:.3f} within margin {margin:.3f}")
         if low > 0:
             return Verdict(REGRESSION, f"drop {drop:.3f} > margin {margin:.3f} and significant ({evidence})")
         return Verdict(INCONCLUSIVE, f"drop {drop:.3f} > margin {margin:.3f} but not significant ({evidence})",
                        items_to_resolve(sd, drop, confidence))
     if rule == "non-inferiority":
-        if high <= margin + 1e-12:
+        if high <= margin + ROUNDING:
             return Verdict(PASS, f"upper bound {high:+.3f} <= margin {margin:.3f} ({evidence})")
         if low > margin:
             return Verdict(REGRESSION, f"lower bound {low:+.3f} > margin {margin:.3f} ({evidence})")

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from core.results import Results
 from core.run_layout import RunLayout
 from core.store import write_text
 from reports.html import render_html
 from reports.markdown import render_markdown
 from reports.perf_csv import write_perf_csv
 from reports.plots import render_pareto_png
-from reports.table import as_results
 from reports.vllm_bench import write_vllm_bench
 
 
@@ -18,7 +18,7 @@ def render_all(out: Path, results: dict) -> list[Path]:
     out = Path(out)
     layout = RunLayout(out)
     md, png, page = layout.pareto_md, layout.pareto_png, layout.report_html
-    document = as_results(results)
+    document = Results.of(results)
     write_text(md, render_markdown(document, out))
     render_pareto_png(document, png)
     write_text(page, render_html(document, png, out))

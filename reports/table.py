@@ -36,11 +36,6 @@ class Row:
     pareto: bool = False
 
 
-def as_results(results: Results | dict) -> Results:
-    """The typed document (a reader may be handed the dict the sweep holds)."""
-    return results if isinstance(results, Results) else Results.model_validate(results)
-
-
 def headline_point(variant: VariantRecord) -> PerfPoint | None:
     """The perf point a table shows: the highest concurrency of the first closed-loop workload."""
     points = headline_points(variant)
@@ -89,7 +84,7 @@ def memory_target(results: Results) -> str:
 
 
 def tasks_of(results: Results | dict) -> list[str]:
-    return as_results(results).tasks()
+    return Results.of(results).tasks()
 
 
 def metric_of(results: Results, task: str) -> str:

@@ -3,12 +3,11 @@
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
+from tests.conftest import REPO
 from tests.fixtures import variant, write_items, write_run
-REPO = Path(__file__).resolve().parent.parent
 
 
 def quant(*args):

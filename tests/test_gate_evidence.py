@@ -9,7 +9,7 @@ import pytest
 
 from evals.stats import mean_ci, paired_difference
 from reports.gate_rules import PASS, decide
-from tests.fixtures import variant, write_items, write_run
+from tests.fixtures import edit_results, variant, write_items, write_run
 from tests.test_gate import quant
 
 
@@ -27,9 +27,7 @@ def limited_run(tmp_path):
     cand = [0.0] * 10 + [1.0] * 70 + [0.0] * 20                        # 70/100 = 0.700
     run = write_run(tmp_path / "run", {"bf16": variant({"math": 0.7}), "short": variant({"math": 0.7})})
     for name, scores in (("bf16", base), ("short", cand)):
-        results = json.loads((run / "results.json").read_text())
-        results["variants"][name]["accuracy"]["math"]["n"] = len(scores)
-        (run / "results.json").write_text(json.dumps(results))
+        edit_results(run, lambda r: r["variants"][name]["accuracy"]["math"].update(n=len(scores)))
         write_items(run, name, "math", scores)
     return run
 
@@ -61,9 +59,7 @@ def test_point_rule_without_item_files_uses_means_only_for_equal_n(tmp_path):
     run = write_run(tmp_path / "run", {"bf16": variant({"math": 0.9}), "q": variant({"math": 0.89})})
     code, out = quant("gate", "--baseline", str(run), "--candidate", f"{run}:q")
     assert code == 0 and "whole-run means of 200 items each" in out, out
-    results = json.loads((run / "results.json").read_text())
-    results["variants"]["q"]["accuracy"]["math"]["n"] = 100
-    (run / "results.json").write_text(json.dumps(results))
+    edit_results(run, lambda r: r["variants"]["q"]["accuracy"]["math"].update(n=100))
     code, out = quant("gate", "--baseline", str(run), "--candidate", f"{run}:q")
     assert code == 2 and "different numbers of items (200 vs 100)" in out, out
 
@@ -180,10 +176,8 @@ def run_pair(tmp_path):
 def test_lower_is_better_metric_counts_an_increase_as_the_drop(tmp_path):
     run = write_run(tmp_path / "run", {"bf16": variant({"edit": 0.1}), "q": variant({"edit": 0.3})},
                     gates={"max_drop": 0.05})
-    results = json.loads((run / "results.json").read_text())
-    for v in results["variants"].values():
-        v["accuracy"]["edit"] |= {"metric": "edit_distance", "higher_is_better": False}
-    (run / "results.json").write_text(json.dumps(results))
+    edit_results(run, lambda r: [v["accuracy"]["edit"].update(metric="edit_distance", higher_is_better=False)
+                                 for v in r["variants"].values()])
     code, out = quant("gate", "--baseline", str(run), "--candidate", f"{run}:q")
     assert code == 1 and "+0.200" in out, out
 
@@ -191,10 +185,7 @@ def test_lower_is_better_metric_counts_an_increase_as_the_drop(tmp_path):
 def test_metrics_that_are_not_a_mean_of_items_are_refused(tmp_path):
     run = write_run(tmp_path / "run", {"bf16": variant({"mt": 0.30}), "q": variant({"mt": 0.29})},
                     gates={"max_drop": 0.05})
-    results = json.loads((run / "results.json").read_text())
-    for v in results["variants"].values():
-        v["accuracy"]["mt"]["metric"] = "bleu"
-    (run / "results.json").write_text(json.dumps(results))
+    edit_results(run, lambda r: [v["accuracy"]["mt"].update(metric="bleu") for v in r["variants"].values()])
     code, out = quant("gate", "--baseline", str(run), "--candidate", f"{run}:q")
     assert code == 2 and "'bleu' is not a mean of per-item scores" in out, out
 

@@ -4,12 +4,11 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 from quant import history
+from tests.conftest import REPO
 from tests.fixtures import results, variant
 
-REPO = Path(__file__).resolve().parent.parent
 
 
 def run_results(started: str, math: float) -> dict:
