@@ -54,8 +54,9 @@ class Record(BaseModel):
     model_config = ConfigDict(extra="allow", populate_by_name=True)
 
     def dump(self) -> dict:
-        """The JSON-ready dict: only what was set, under the names results.json uses."""
-        return self.model_dump(mode="json", by_alias=True, exclude_unset=True)
+        """The document as a dict: only what was set, under the names results.json uses. Python mode, not
+        JSON mode: JSON mode would write a NaN measurement as null (json.dumps writes NaN, as before)."""
+        return self.model_dump(by_alias=True, exclude_unset=True)
 
 
 class Estimate(Record):

@@ -14,6 +14,7 @@ from core.recipe import Task
 from core.store import Cache
 from reports.samples import Item, ItemMismatch, ItemScores, metric_key, paired_scores
 from tests.conftest import REPO
+from tests.fixtures import results
 from tests.test_gate import quant
 
 DEMO_MATH = str(REPO / "evals/tasks/demo_math/test.jsonl")
@@ -32,8 +33,7 @@ def sweep(tmp_path_factory):
     record = {"accuracy": {}}
     for run in ("run", "rerun"):   # the rerun is a cached one: no eval, the same files
         _collect_eval(ctx, "k1", "gsm8k", record, root / run / "variants" / "bf16", "inprocess")
-    (root / "run" / "results.json").write_text(json.dumps(
-        {"baseline": "bf16", "variants": {"bf16": {"status": "ok", "accuracy": record["accuracy"], "perf": {}}}}))
+    (root / "run" / "results.json").write_text(json.dumps(results({"bf16": {"status": "ok", **record}})))
     return root, ctx
 
 

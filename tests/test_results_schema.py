@@ -31,6 +31,13 @@ def test_the_demo_results_round_trip_byte_for_byte(tmp_path):
     assert set(parsed.tasks()) == {"demo_code", "demo_math", "demo_extraction"}
 
 
+def test_a_nan_measurement_stays_nan():
+    """A throughput over a zero wall time is NaN in results.json, as before the schema (not null)."""
+    data = results({"bf16": variant({"math": 0.9})})
+    data["variants"]["bf16"]["perf"]["w"]["points"][0] |= {"requests_per_s": float("nan"), "wall_s": 0.0}
+    assert '"requests_per_s": NaN' in json.dumps(Results.model_validate(data).dump())
+
+
 def test_fields_the_schema_does_not_declare_are_kept(tmp_path):
     data = results({"bf16": variant({"math": 0.9}, future_fact={"a": 1})}, future_top=[1, 2])
     data["variants"]["bf16"]["accuracy"]["math"]["future_stat"] = 0.5
