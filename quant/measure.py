@@ -6,6 +6,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from evals import task_facts
 from evals.runner import evaluate_task
 from quant import kl_stage
 from core.run_layout import LM_EVAL_DIR as LM_EVAL
@@ -41,7 +42,7 @@ def _collect_perf(ctx, key: str, name: str, record: dict, vdir: Path) -> None:
 
 
 def _run_eval(ctx, lm, task, key: str, model_name: str) -> None:
-    size = _task_size(task.name)
+    size = task_facts.size(task.name)
     total = size if task.limit is None else min(task.limit, size or task.limit)
     with ctx.reporter.bar(f"  eval {task.key}", total=total) as advance:
         if hasattr(lm, "progress"):
@@ -128,13 +129,6 @@ def measure_inprocess(ctx, variant, checkpoint: Path, ckpt_key: str, record: dic
     for name, key in keys.items():
         _collect_eval(ctx, key, name, record, vdir, "inprocess")
     kl_stage.collect(ctx, variant, keys, record)
-
-
-def _task_size(task: str) -> int | None:
-    """Items in a task shipped with its data; None where only lm-eval knows."""
-    from evals.registry import TASKS_DIR
-    data = TASKS_DIR / task / "test.jsonl"
-    return sum(1 for _ in data.open()) if data.exists() else None
 
 
 def _log_perf(ctx, name: str, result: dict) -> None:
