@@ -19,8 +19,8 @@ import pytest
 
 from perf.engines.process import run_tied, spawn, stop_group
 from core.store import Cache, atomic_path, is_leftover, owner_tag, remove_leftovers, write_json
+from tests.helpers import REPO
 
-REPO = Path(__file__).resolve().parent.parent
 
 # A "server": maps a shared-memory segment as vLLM's engine does, starts a child that leaves for a session
 # of its own (escaping the process group) and one that stays; prints all their pids and the segment.

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from core.recipe import RecipeError, load_recipe, parse_recipe
+from tests.helpers import REPO
 
-REPO = Path(__file__).resolve().parent.parent
 GOOD = """\
 name: t
 model: demo

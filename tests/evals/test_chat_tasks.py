@@ -16,9 +16,8 @@ from evals.extraction_scoring import parse_object
 from evals.registry import TASKS_DIR, task_config
 from evals.runner import evaluate_task
 from core.recipe import Task
-from tests.conftest import REPO
+from tests.helpers import REPO, DEMO_MODEL
 
-DEMO_MODEL = REPO / "quant/demo/model"
 LM_EVAL_TASKS = Path(importlib.util.find_spec("lm_eval").origin).parent / "tasks"
 
 

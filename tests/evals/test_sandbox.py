@@ -14,7 +14,7 @@ from evals.registry import check_code_isolation
 from evals.sandbox import IsolationRequired, capabilities, describe, permit_unisolated
 from quant.cli import main
 from core.recipe import Task, load_recipe
-from tests.sandbox_modes import act_without_bubblewrap, fallback_here
+from tests.evals.sandbox_modes import act_without_bubblewrap, fallback_here
 
 BARE = sandbox.Capabilities(bwrap=None, cgroup_v2=None, cgroup_v1={})
 # The hostile programs each fallback layer contains (evals/fallback.py).

@@ -7,7 +7,7 @@ import pytest
 
 from evals.demo.build import GENERATORS, eval_items, train_items
 from evals.registry import TASKS_DIR
-from tests.sandbox_modes import MODES, running_in
+from tests.evals.sandbox_modes import MODES, running_in
 
 
 def utils_of(task):

@@ -15,11 +15,10 @@ from evals.kl import item_kl, position_kl
 from evals.registry import TaskError, check_tasks, lm_eval_spec
 from evals.runner import evaluate_task
 from core.recipe import RecipeError, Task, parse_recipe
-from tests.conftest import REPO
-from tests.sandbox_modes import MODES, running_in
+from tests.evals.sandbox_modes import MODES, running_in
+from tests.helpers import REPO, DEMO_MODEL
 
 DEMO_MATH = str(REPO / "evals/tasks/demo_math/test.jsonl")
-DEMO_MODEL = REPO / "quant/demo/model"
 
 
 def _error(task: Task) -> str:

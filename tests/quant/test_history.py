@@ -7,8 +7,8 @@ import sys
 from pathlib import Path
 
 from quant import history
+from tests.helpers import REPO
 
-REPO = Path(__file__).resolve().parent.parent
 
 
 def results(started: str, math: float) -> dict:

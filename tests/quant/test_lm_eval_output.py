@@ -13,8 +13,8 @@ from quant.progress import Reporter
 from core.recipe import Task
 from core.store import Cache
 from reports.samples import Item, ItemMismatch, ItemScores, metric_key, paired_scores
-from tests.conftest import REPO
-from tests.test_gate import quant
+from tests.helpers import quant
+from tests.helpers import REPO
 
 DEMO_MATH = str(REPO / "evals/tasks/demo_math/test.jsonl")
 FILTERS = ("strict-match", "flexible-extract")

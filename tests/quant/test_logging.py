@@ -13,7 +13,6 @@ import pytest
 from quant.cli import build_parser
 from quant.logs import level_of
 
-REPO = Path(__file__).resolve().parent.parent
 
 
 @pytest.mark.parametrize("argv, level", [
@@ -38,6 +37,7 @@ import logging, sys, warnings
 from quant import logs
 logs.configure(logs.level_of(*sys.argv[1:2] or [None]))
 from transformers.utils import logging as hf
+from tests.helpers import REPO
 hf.get_logger("transformers.tokenization_utils_base").warning("hf-warning")
 hf.get_logger("transformers.generation").info("hf-chatter")
 warnings.warn("python-warning")

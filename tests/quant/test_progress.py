@@ -9,9 +9,8 @@ from pathlib import Path
 
 from quant.progress import Reporter
 from quantize import progress
+from tests.helpers import DEMO_MODEL
 
-REPO = Path(__file__).resolve().parent.parent
-DEMO_MODEL = REPO / "quant/demo/model"
 
 
 def test_progress_lines_map_to_bar_updates():

@@ -3,7 +3,6 @@ line each (file:line: field: message), exit 2 and no traceback; a sweep with a f
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import re
@@ -16,8 +15,8 @@ import pytest
 from core.recipe import RecipeError, Variant, WeightSpec, parse_recipe
 from quant.validate import check_file
 from quantize import schemes, shapes
+from tests.helpers import REPO, TEST_RECIPES
 
-REPO = Path(__file__).resolve().parent.parent
 LINE = re.compile(r"^\S+:\d+: [\w.]+: \S")   # file:line: field: message
 
 
@@ -168,20 +167,13 @@ def test_unfit_groups_keep_is_logged_and_recorded(hidden_576, tmp_path):
     assert "model.layers.0.mlp.down_proj" not in config["ignore"]   # 1536 columns: group 128 fits
 
 
-def _integration_recipe() -> str:
-    spec = importlib.util.spec_from_file_location("integration", REPO / "tests" / "test_integration.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.RECIPE
-
-
 def test_every_shipped_recipe_validates_fully(tmp_path, monkeypatch):
     """Schema, tasks, schemes and group sizes against the demo model (for recipes of models not here)."""
     from quant.models import ModelNotFound, resolve_model
 
     monkeypatch.chdir(REPO)
     texts = {p.name: p.read_text() for p in (REPO / "recipes").glob("*.yaml")}
-    texts["integration"] = _integration_recipe()
+    texts.update({f"tests-{p.name}": p.read_text() for p in TEST_RECIPES.glob("*.yaml")})
     assert {"demo.yaml", "codegen.yaml", "schemes.yaml"} <= set(texts)
     for name, text in texts.items():
         model = parse_recipe(text, name).model

@@ -19,8 +19,8 @@ from core.recipe import Calibration, Variant, WeightSpec
 from quantize.backends import BACKENDS, get_backend
 from quantize.backends import gptqmodel as gm
 from quantize.manifest import checkpoint_facts, describe_scheme
+from tests.helpers import REPO
 
-REPO = Path(__file__).resolve().parent.parent
 
 
 # --- Variant -> GPTQModel config (no gptqmodel import) ------------------------------------------------

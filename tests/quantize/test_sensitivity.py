@@ -10,13 +10,11 @@ from core.recipe import Calibration, Sensitivity, Task, Variant, WeightSpec, par
 from quant.sensitivity import ranking, with_kept_modules, write_report
 from core.store import Cache
 from quantize.sensitivity import fake_quantize_weight, is_kept, keep_random, keep_top, units_of, weight_args
-from tests.conftest import REPO
-from tests.test_quantize import probe_model  # noqa: F401 - a fixture
-
-DEMO_MODEL = REPO / "quant/demo/model"
+from tests.helpers import DEMO_MODEL
 
 
-def test_rounding_matches_llmcompressors_rtn(probe_model, tmp_path):  # noqa: F811
+
+def test_rounding_matches_llmcompressors_rtn(probe_model, tmp_path):
     """The analysis's fake quantization gives exactly the weights llmcompressor's RTN checkpoint holds."""
     import torch
     from safetensors.torch import load_file

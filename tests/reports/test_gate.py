@@ -1,13 +1,11 @@
 """`quant gate` exit codes (0 pass, 1 regression, 2 bad input), JUnit output, and `quant choose`."""
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from tests.helpers import quant
 
-REPO = Path(__file__).resolve().parent.parent
 
 
 def variant(acc: dict[str, float], tok_s=100.0, status="ok"):
@@ -26,11 +24,6 @@ def write_run(path: Path, variants: dict, gates=None) -> Path:
                           "engine": {"args": {"max_model_len": 512}}}}
     (path / "results.json").write_text(json.dumps(results))
     return path
-
-
-def quant(*args):
-    proc = subprocess.run([sys.executable, "-m", "quant.cli", *args], capture_output=True, text=True, cwd=REPO)
-    return proc.returncode, proc.stdout + proc.stderr
 
 
 @pytest.fixture

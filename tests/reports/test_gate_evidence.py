@@ -9,7 +9,8 @@ import pytest
 
 from evals.stats import mean_ci, paired_difference
 from reports.gate_rules import PASS, decide
-from tests.test_gate import quant, variant, write_run, write_samples
+from tests.helpers import quant
+from tests.reports.test_gate import variant, write_run, write_samples
 
 
 def scored(run, name, task, scores, **entry):

@@ -5,7 +5,8 @@ import json
 
 import pytest
 
-from tests.test_gate import quant, variant, write_run, write_samples
+from tests.helpers import quant
+from tests.reports.test_gate import variant, write_run, write_samples
 
 LM_EVAL_RESULTS = {"results": {"gsm8k": {"exact_match,strict-match": 0.41}}, "configs": {"gsm8k": {}},
                    "versions": {"gsm8k": 3}}

@@ -5,7 +5,8 @@ import json
 
 import pytest
 
-from tests.test_gate import quant, variant, write_run
+from tests.helpers import quant
+from tests.reports.test_gate import variant, write_run
 
 
 def runs_of(tok_s: list[float], requests: int = 200) -> dict:

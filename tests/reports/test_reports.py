@@ -3,7 +3,7 @@
 import re
 
 from reports.render import render_all
-from tests.test_gate import variant, write_run, write_samples
+from tests.reports.test_gate import variant, write_run, write_samples
 
 
 def test_render_all_with_paired_columns(tmp_path):
