@@ -17,6 +17,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+
 from tests.helpers import REPO, TEST_RECIPES
 
 pytestmark = pytest.mark.integration

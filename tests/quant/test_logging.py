@@ -6,12 +6,12 @@ import logging
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from quant.cli import build_parser
 from quant.logs import level_of
+from tests.helpers import REPO
 
 
 
@@ -37,7 +37,6 @@ import logging, sys, warnings
 from quant import logs
 logs.configure(logs.level_of(*sys.argv[1:2] or [None]))
 from transformers.utils import logging as hf
-from tests.helpers import REPO
 hf.get_logger("transformers.tokenization_utils_base").warning("hf-warning")
 hf.get_logger("transformers.generation").info("hf-chatter")
 warnings.warn("python-warning")

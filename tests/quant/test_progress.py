@@ -5,7 +5,6 @@ from __future__ import annotations
 import io
 import sys
 from contextlib import contextmanager
-from pathlib import Path
 
 from quant.progress import Reporter
 from quantize import progress

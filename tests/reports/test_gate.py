@@ -4,8 +4,8 @@ import json
 from pathlib import Path
 
 import pytest
-from tests.helpers import quant
 
+from tests.helpers import quant
 
 
 def variant(acc: dict[str, float], tok_s=100.0, status="ok"):
