@@ -1,6 +1,6 @@
 """Nothing outlives a killed sweep, nothing it writes is ever half-written, SIGTERM stops it like Ctrl-C.
 
-Fast: stand-in processes, no engine (tests/test_kill_resume.py kills a real sweep)."""
+Fast: stand-in processes, no engine (tests/quant/test_kill_resume.py kills a real sweep)."""
 
 from __future__ import annotations
 
