@@ -2,7 +2,6 @@
 
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -61,7 +60,7 @@ def test_cli_reports_one_line_not_a_traceback(tmp_path):
                           capture_output=True, text=True, cwd=REPO)
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr
-    assert proc.stderr.strip().startswith("recipe error:") and "variants.1.algorithm" in proc.stderr
+    assert proc.stderr.strip().startswith("sweep error:") and "variants.1.algorithm" in proc.stderr
     assert not (tmp_path / "o").exists()
 
 

@@ -4,7 +4,6 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 from quant import history
 from tests.helpers import REPO
@@ -27,10 +26,11 @@ def test_record_list_and_compare(tmp_path, monkeypatch):
     assert [r["run_id"] for r in listed] == [second, first]
     assert listed[1]["git_commit"] and listed[0]["git_commit"] is None   # tmp_path is not a git checkout
     env = os.environ | {"QUANT_HISTORY_DB": str(tmp_path / "h.sqlite")}
-    out = subprocess.run([sys.executable, "-m", "quant.cli", "compare", first, second], capture_output=True,
-                         text=True, cwd=REPO, env=env)
-    assert out.returncode == 0, out.stderr
-    assert "-0.100" in out.stdout and "w4" in out.stdout
+    for args in (["--baseline", first, "--candidate", second], [first, second]):   # the old spelling still works
+        out = subprocess.run([sys.executable, "-m", "quant.cli", "compare", *args], capture_output=True,
+                             text=True, cwd=REPO, env=env)
+        assert out.returncode == 0, out.stderr
+        assert "-0.100" in out.stdout and "w4" in out.stdout
     out = subprocess.run([sys.executable, "-m", "quant.cli", "compare", "nope", second], capture_output=True,
                          text=True, cwd=REPO, env=env)
     assert out.returncode == 2 and "no run" in out.stderr

@@ -90,7 +90,7 @@ def test_cli_exit_2_no_traceback_nothing_started(tmp_path, hidden_576, command):
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert "Traceback" not in proc.stderr
     lines = [line for line in proc.stderr.splitlines() if line.strip() and "WARNING" not in line]
-    assert lines[0] == f"recipe error: {path}: 3 problems"
+    assert lines[0] == f"{command} error: {path}: 3 problems"
     assert [line.split(": ")[1] for line in lines[1:]] == ["variants.1.scheme", "variants.2.scheme", "tasks.1"]
     assert not (tmp_path / "run").exists() and not (tmp_path / "cache").exists()
 
