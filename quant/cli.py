@@ -3,19 +3,16 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import signal
 import sys
 import threading
 from pathlib import Path
 
-from quant import logs
+from core import exit_codes
 from core.recipe import RecipeError
-from reports.gate_rules import ERROR, EXIT, INCONCLUSIVE, PASS, REGRESSION
+from quant import logs
 
-EXIT_OK, EXIT_FAIL, EXIT_ERROR, EXIT_INCONCLUSIVE = EXIT[PASS], EXIT[REGRESSION], EXIT[ERROR], EXIT[INCONCLUSIVE]
-EXIT_INTERRUPTED, EXIT_TERMINATED = 130, 143   # Ctrl-C, SIGTERM (128 + signal number, as a shell reports)
 # Commands that read stored results: any failure of theirs is bad input (exit 2), never a traceback.
 READERS = ("gate", "choose", "compare", "report")
 
@@ -24,8 +21,16 @@ SWEEP_EXIT_CODES = """exit codes:
   1    a variant failed: crash, quantization or measurement error (--allow-failed: 0)
   2    bad input, found before any work: every recipe problem listed, one line each
   130  interrupted (Ctrl-C), 143 terminated (SIGTERM): servers stopped, finished stages cached; re-run to continue"""
+# A list flag takes several values after it and may be repeated: `--task a b` and `--task a --task b`.
+SEVERAL = {"action": "extend", "nargs": "+"}
 UNISOLATED_HELP = ("where bubblewrap is missing, run model-generated code on this host anyway (rlimits and a "
                    "private temporary directory only; also lm-eval's own code tasks)")
+
+
+def fail(args, message: str) -> int:
+    """Every command's error: one line, `<command> error: <what>` (a file first where one is at fault), exit 2."""
+    print(f"{args.command} error: {message}", file=sys.stderr)
+    return exit_codes.BAD_INPUT
 
 
 class Terminated(KeyboardInterrupt):
@@ -61,8 +66,7 @@ def cmd_sweep(args) -> int:
                             only=args.only, retry_failed=args.retry_failed,
                             allow_unisolated_code=args.allow_unisolated_code)
     except (ModelNotFound, EngineStartError, IsolationRequired) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_ERROR
+        return fail(args, str(exc))
     import sqlite3
     from quant.history import db_path, record
     print((out / "pareto.md").read_text())
@@ -74,23 +78,17 @@ def cmd_sweep(args) -> int:
 
 
 def _sweep_exit(results: dict, only: list[str] | None, allow_failed: bool) -> int:
-    """Exit 1 when a variant failed (crash, quantization or measurement error); one the engine declared
-    unsupported (recorded, scored in-process) is not a failure. The summary names each with its reason."""
-    ran = {n: v for n, v in results["variants"].items() if not only or n in only}
-    failed = {n: v["reason"] for n, v in ran.items() if v["status"] == "failed"}
-    unsupported = {n: v["reason"] for n, v in ran.items() if v["status"] == "unsupported"}
-    print(f"sweep: {len(ran) - len(failed) - len(unsupported)} ok, {len(unsupported)} unsupported, "
-          f"{len(failed)} failed", file=sys.stderr)
-    for label, group in (("unsupported", unsupported), ("FAILED", failed)):
-        for name, reason in group.items():
-            print(f"  {label} {name}: {reason}", file=sys.stderr)
-    if failed and allow_failed:
-        print("  exit 0 despite failed variants (--allow-failed)", file=sys.stderr)
-    return EXIT_FAIL if failed and not allow_failed else EXIT_OK
+    """Exit 1 when a variant failed, unless --allow-failed; the summary names each variant not ok, with its reason."""
+    from reports.sweep_output import sweep_summary
+
+    lines, failed = sweep_summary(results, only, allow_failed)
+    print("\n".join(lines), file=sys.stderr)
+    return exit_codes.FAILED if failed and not allow_failed else exit_codes.OK
 
 
 def cmd_gate(args) -> int:
     from reports.gate import GateInputError, check_policy_tasks, compare, load_policy, load_side, outcome, pick_variant
+    from reports.gate_rules import EXIT
     from reports.gate_output import as_json, format_checks, junit_xml, markdown
 
     try:
@@ -104,8 +102,7 @@ def cmd_gate(args) -> int:
             policy = policy.model_copy(update={"rule": args.rule})
         checks = compare(baseline, candidate, policy, args.allow_partial_overlap)
     except GateInputError as exc:
-        print(f"gate error: {exc}", file=sys.stderr)
-        return EXIT_ERROR
+        return fail(args, str(exc))
     names = (baseline["name"], candidate["name"], policy.rule, source)
     print(format_checks(checks, *names))
     outputs = ((args.junit, lambda: junit_xml(checks, f"quant-gate.{candidate['name']}", source)),
@@ -115,13 +112,14 @@ def cmd_gate(args) -> int:
             try:
                 Path(path).write_text(render())
             except OSError as exc:
-                print(f"gate error: {path}: cannot write ({exc.strerror})", file=sys.stderr)
-                return EXIT_ERROR
+                return fail(args, f"{path}: cannot write ({exc.strerror})")
     return EXIT[outcome(checks)]
 
 
 def cmd_choose(args) -> int:
+    from core.recipe import Gates
     from perf.engines.vllm import serve_command
+    from reports import choose_output
     from reports.choose import ChooseError, choose, parse_slo
     from reports.gate import GateInputError, load_side
     from reports.table import tasks_of
@@ -130,37 +128,17 @@ def cmd_choose(args) -> int:
         results, _ = load_side(args.run)
         slos = [parse_slo(s) for s in args.slo]
         tasks = args.task or tasks_of(results)
-        choices, shared = choose(results, tasks, args.max_drop, slos, args.objective)
-        shared = shared if len(tasks) > 1 else None
+        gates = Gates.model_validate(results.get("recipe", {}).get("gates") or {})   # as `quant gate` reads them
+        max_drop = {t: gates.max_drop_for(t) if args.max_drop is None else args.max_drop for t in tasks}
+        choices, shared = choose(results, tasks, max_drop, slos, args.objective)
     except (GateInputError, ChooseError) as exc:
-        print(f"choose error: {exc}", file=sys.stderr)
-        return EXIT_ERROR
+        return fail(args, str(exc))
     engine_args = results.get("recipe", {}).get("engine", {}).get("args", {})
-    command = {t: serve_command(c.checkpoint, c.variant, engine_args, cuda=args.cuda)
-               for t, c in choices.items() if c}
-    constraints = f"drop <= {args.max_drop:.3f}" + "".join(f", {s}" for s in slos)
-    if args.json:
-        print(json.dumps({"objective": args.objective, "constraints": constraints, "one_variant_for_all": shared,
-                          "choices": {t: None if c is None else {
-                              "variant": c.variant, "accuracy": c.accuracy, "drop": c.drop,
-                              "output_tokens_per_s": c.out_tok_s, "concurrency": c.concurrency,
-                              "serve_command": command[t], "rejected": c.rejected} for t, c in choices.items()}},
-                         indent=2))
-    else:
-        for task, c in choices.items():
-            if c is None:
-                print(f"{task}: no served variant meets {constraints}")
-                continue
-            print(f"{task}: deploy {c.variant}")
-            print(f"  why: best {args.objective} with {constraints} — accuracy {c.accuracy:.3f} "
-                  f"(drop {c.drop:+.3f}), {c.out_tok_s:.0f} output tok/s at concurrency {c.concurrency}")
-            for name, why in c.rejected.items():
-                print(f"  not {name}: {why}")
-            print(f"  serve: {command[task]}")
-        if len(tasks) > 1:
-            print(f"one variant for all tasks: {shared}" if shared else
-                  "no single variant meets the constraints on every task")
-    return EXIT_OK if all(choices.values()) else EXIT_FAIL
+    commands = {t: serve_command(c.checkpoint, c.variant, engine_args, cuda=args.cuda)
+                for t, c in choices.items() if c}
+    render = choose_output.as_json if args.json else choose_output.as_text
+    print(render(choices, shared, commands, max_drop, slos, args.objective))
+    return exit_codes.OK if all(choices.values()) else exit_codes.FAILED
 
 
 def cmd_report(args) -> int:
@@ -172,8 +150,7 @@ def cmd_report(args) -> int:
     try:
         results = read_results(results_path)
     except ResultsError as exc:
-        print(f"report error: {exc}", file=sys.stderr)
-        return EXIT_ERROR
+        return fail(args, str(exc))
     for written in render_all(results_path.parent, results):
         print(written)
     if args.screenshot:
@@ -181,44 +158,32 @@ def cmd_report(args) -> int:
         try:
             print(screenshot(results_path.parent / "report.html", results_path.parent / "report.png"))
         except (NoBrowser, OSError) as exc:
-            print(f"report error: screenshot: {exc}", file=sys.stderr)
-            return EXIT_ERROR
-    return EXIT_OK
+            return fail(args, f"screenshot: {exc}")
+    return exit_codes.OK
 
 
 def cmd_history(args) -> int:
     from quant.history import db_path, runs
+    from reports.history_output import runs_table
 
     rows = runs(args.limit, args.recipe)
-    if not rows:
-        print(f"no runs recorded yet in {db_path()}")
-        return EXIT_OK
-    print(f"{'run id':<25} {'started':<21} {'recipe':<14} {'model':<12} {'commit':<8} baseline scores")
-    for r in rows:
-        res = r["results"]
-        base = res["variants"].get(res["baseline"], {}).get("accuracy", {})
-        scores = " ".join(f"{t}={a['value']:.3f}" for t, a in base.items())
-        print(f"{r['run_id']:<25} {r['started'][:19]:<21} {r['recipe_name']:<14} {r['model'][-12:]:<12} "
-              f"{(r['git_commit'] or '-')[:8]:<8} {scores}")
-    return EXIT_OK
+    print(runs_table(rows) if rows else f"no runs recorded yet in {db_path()}")
+    return exit_codes.OK
 
 
 def cmd_compare(args) -> int:
     from quant.history import compare, load_run
+    from reports.history_output import deltas_table
 
+    refs = [args.baseline, args.candidate] if args.baseline and args.candidate else args.runs
+    if len(refs) != 2 or (args.baseline or args.candidate) and args.runs:
+        return fail(args, "give two runs: --baseline RUN --candidate RUN (run ids, unique prefixes or run dirs)")
     try:
-        a, b = load_run(args.run_a), load_run(args.run_b)
+        baseline, candidate = load_run(refs[0]), load_run(refs[1])
     except (LookupError, OSError, ValueError) as exc:   # ResultsError is a ValueError
-        print(f"compare error: {exc}", file=sys.stderr)
-        return EXIT_ERROR
-    rows = compare(a, b)
-    if not rows:
-        print("the two runs share no variant and task")
-        return EXIT_OK
-    print(f"{'variant':<20} {'task':<18} {'metric':<12} {'run A':>8} {'run B':>8} {'delta':>8}")
-    for r in rows:
-        print(f"{r['variant']:<20} {r['task']:<18} {r['metric']:<12} {r['a']:8.3f} {r['b']:8.3f} {r['delta']:+8.3f}")
-    return EXIT_OK
+        return fail(args, str(exc))
+    print(deltas_table(compare(baseline, candidate)))
+    return exit_codes.OK
 
 
 def cmd_demo(args) -> int:
@@ -232,33 +197,28 @@ def cmd_demo(args) -> int:
         from demo.train import DEMO_MODEL_DIR, build_demo_model
         torch.set_num_threads(os.cpu_count() or 1)
         build_demo_model(Path(args.out) if args.out else DEMO_MODEL_DIR, device=args.device)
-    return EXIT_OK
+    return exit_codes.OK
 
 
 def cmd_sandbox_check(args) -> int:
     from evals import hostile, integrity
     from evals.sandbox import IsolationRequired, describe, permit_unisolated, require_isolation
+    from reports.sandbox_output import hostile_lines, integrity_lines
 
     with permit_unisolated(args.allow_unisolated_code):
         try:
             require_isolation("quant sandbox-check")
         except IsolationRequired as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return EXIT_ERROR
+            return fail(args, str(exc))
         print(f"sandbox: {describe()}")
         print("hostile programs (contained: scored 0 and reached nothing of the host)")
         outcomes = hostile.check()
-        for o in outcomes:
-            verdict = "contained" if o.contained else "NOT CONTAINED"
-            print(f"  {o.name:<34} {verdict:<14} {o.seconds:5.2f}s  {o.result.reason[:70]}"
-                  + (f"  harm: {'; '.join(o.harm)}" if o.harm else ""))
+        print("\n".join(hostile_lines(outcomes)))
         print("scoring integrity (every cheat must score 0; control_right 1, control_wrong 0)")
         verdicts = integrity.check()
-        for v in verdicts:
-            status = f"scored {int(v.result.passed)}" if v.run else "not run"
-            print(f"  {v.name:<34} {status:<8}  {'ok' if v.correct else 'WRONG':<6} {v.seconds:5.2f}s  "
-                  f"{v.result.reason[:100]}")
-    return EXIT_OK if all(o.contained for o in outcomes) and all(v.correct for v in verdicts) else EXIT_FAIL
+        print("\n".join(integrity_lines(verdicts)))
+    return exit_codes.OK if all(o.contained for o in outcomes) and all(v.correct for v in verdicts) \
+        else exit_codes.FAILED
 
 
 def cmd_sensitivity(args) -> int:
@@ -277,9 +237,7 @@ def cmd_sensitivity(args) -> int:
     try:
         variant = recipe.variant(args.variant) if args.variant else ranked[0]
     except (KeyError, IndexError) as exc:
-        print(f"error: {exc.args[0] if isinstance(exc, KeyError) else 'no variant with a scheme or weights'}",
-              file=sys.stderr)
-        return EXIT_ERROR
+        return fail(args, exc.args[0] if isinstance(exc, KeyError) else "no variant with a scheme or weights")
     base = variant.sensitivity or Sensitivity(keep_top=1)
     spec = base.model_copy(update={k: v for k, v in (("by", args.by), ("samples", args.samples),
                                                       ("items_per_task", args.items)) if v is not None})
@@ -289,16 +247,14 @@ def cmd_sensitivity(args) -> int:
         cache = Cache(Path(args.cache_dir) if args.cache_dir else Path("runs") / ".cache")
         result = ranking(cache, Reporter(), model_dir, tree_digest(model_dir), recipe, variant, spec, args.device)
     except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_ERROR
+        return fail(args, str(exc))
     try:
         paths = write_report(result, out, variant.sensitivity)
     except ValueError as exc:   # a bits budget below what quantizing everything takes
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_ERROR
+        return fail(args, str(exc))
     print(paths[1].read_text())
     print(f"wrote {', '.join(map(str, paths))}")
-    return EXIT_OK
+    return exit_codes.OK
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -310,7 +266,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("recipe")
     s.add_argument("--out", help="run directory (default runs/<recipe name>)")
     s.add_argument("--cache-dir", help="stage cache (default: <out>/../.cache)")
-    s.add_argument("--only", nargs="+", metavar="VARIANT", help="run only these variants")
+    s.add_argument("--only", **SEVERAL, metavar="VARIANT", help="run only these variants")
     s.add_argument("--retry-failed", action="store_true", help="retry variants the engine rejected before")
     s.add_argument("--allow-failed", action="store_true", help="exit 0 even when a variant failed")
     s.add_argument("--strict", action="store_true", help=argparse.SUPPRESS)  # the default now; kept for old scripts
@@ -333,11 +289,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     c = sub.add_parser("choose", help="the variant to deploy per task, why, and its serve command")
     c.add_argument("run")
-    c.add_argument("--task", action="append", help="repeatable (default: every task in the run)")
+    c.add_argument("--task", **SEVERAL, help="only these tasks (default: every task in the run)")
     c.add_argument("--slo", action="append", default=[], metavar="METRIC=LIMIT",
                    help="e.g. ttft_p99=500ms, tpot_p50=50ms, e2e_p99=2s (repeatable)")
     c.add_argument("--objective", choices=["throughput", "latency", "memory"], default="throughput")
-    c.add_argument("--max-drop", type=float, default=0.01, help="allowed absolute accuracy drop (default 0.01)")
+    c.add_argument("--max-drop", type=float, help="allowed absolute accuracy drop (default: the run's recipe "
+                   "gates, per task, as `quant gate` reads them)")
     c.add_argument("--cuda", action="store_true", help="print the command for a CUDA machine")
     c.add_argument("--json", action="store_true")
     c.set_defaults(func=cmd_choose)
@@ -353,9 +310,10 @@ def build_parser() -> argparse.ArgumentParser:
     h.add_argument("--recipe", help="only runs of this recipe name")
     h.set_defaults(func=cmd_history)
 
-    m = sub.add_parser("compare", help="per-task deltas between two runs (ids from history, or run dirs)")
-    m.add_argument("run_a")
-    m.add_argument("run_b")
+    m = sub.add_parser("compare", help="per-task deltas, candidate minus baseline, between two recorded runs or run dirs")
+    m.add_argument("--baseline", help="run id (or a unique prefix) from history, or a run dir")
+    m.add_argument("--candidate", help="run id (or a unique prefix) from history, or a run dir")
+    m.add_argument("runs", nargs="*", help=argparse.SUPPRESS)   # `compare A B`, as before: kept for old scripts
     m.set_defaults(func=cmd_compare)
 
     z = sub.add_parser("sensitivity", help="rank layers by the damage quantizing each alone does (KL, task loss)")
@@ -393,18 +351,16 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args)
     except RecipeError as exc:
-        print(f"recipe error: {exc}", file=sys.stderr)
-        return EXIT_ERROR
+        return fail(args, str(exc))
     except KeyboardInterrupt as exc:
         what = "terminated" if isinstance(exc, Terminated) else "interrupted"
         print(f"{what}: finished stages are cached; re-run to continue", file=sys.stderr)
-        return EXIT_TERMINATED if isinstance(exc, Terminated) else EXIT_INTERRUPTED
+        return exit_codes.TERMINATED if isinstance(exc, Terminated) else exit_codes.INTERRUPTED
     except Exception as exc:  # noqa: BLE001 - a reader's crash is bad input, never a verdict (exit 1)
         if args.command not in READERS:
             raise
-        print(f"{args.command} error: {args.run if hasattr(args, 'run') else 'input'}: unexpected "
-              f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}", file=sys.stderr)
-        return EXIT_ERROR
+        return fail(args, f"{args.run if hasattr(args, 'run') else 'input'}: unexpected "
+                          f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
 
 
 if __name__ == "__main__":

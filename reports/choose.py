@@ -100,11 +100,13 @@ def _best(ok: list[Choice], objective: str) -> Choice:
     return (max if larger_is_better else min)(ok, key=lambda c: c.score)
 
 
-def choose(results: Results | dict, tasks: list[str], max_drop: float, slos: list[Slo] = (),
+def choose(results: Results | dict, tasks: list[str], max_drop: float | dict[str, float], slos: list[Slo] = (),
            objective: str = "throughput") -> tuple[dict[str, Choice | None], str | None]:
-    """Per task the best variant (or None), and the best variant that meets every task's constraints."""
+    """Per task the best variant (or None), and the best variant that meets every task's constraints.
+    max_drop: one limit for every task, or one per task."""
     results = Results.of(results)
-    per_task = {task: candidates(results, task, max_drop, list(slos), objective) for task in tasks}
+    limit = max_drop if isinstance(max_drop, dict) else dict.fromkeys(tasks, max_drop)
+    per_task = {task: candidates(results, task, limit[task], list(slos), objective) for task in tasks}
     choices = {}
     for task, (ok, rejected) in per_task.items():
         choices[task] = _best(ok, objective) if ok else None

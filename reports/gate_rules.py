@@ -16,9 +16,12 @@ import math
 from dataclasses import dataclass
 from statistics import NormalDist
 
+from core import exit_codes
+
 PASS, REGRESSION, INCONCLUSIVE, ERROR = "pass", "regression", "inconclusive", "error"
-# Exit codes of `quant gate` (and, for 0/1/2, of every `quant` command): defined here only.
-EXIT = {PASS: 0, REGRESSION: 1, ERROR: 2, INCONCLUSIVE: 3}
+# Exit code of `quant gate` per outcome (the codes themselves: core/exit_codes.py).
+EXIT = {PASS: exit_codes.OK, REGRESSION: exit_codes.FAILED, ERROR: exit_codes.BAD_INPUT,
+        INCONCLUSIVE: exit_codes.INCONCLUSIVE}
 RULES_ORDER = ("point", "significant", "non-inferiority")
 POWER = 0.8
 

@@ -1,0 +1,43 @@
+"""What `quant choose` prints: per task the variant to deploy, why, the others' reasons and its serve command;
+or the same as JSON."""
+
+from __future__ import annotations
+
+import json
+
+from reports.choose import Choice, Slo
+
+
+def constraints(max_drop: dict[str, float], task: str, slos: list[Slo]) -> str:
+    return f"drop <= {max_drop[task]:.3f}" + "".join(f", {s}" for s in slos)
+
+
+def as_text(choices: dict[str, Choice | None], shared: str | None, commands: dict[str, str],
+            max_drop: dict[str, float], slos: list[Slo], objective: str) -> str:
+    lines = []
+    for task, c in choices.items():
+        limits = constraints(max_drop, task, slos)
+        if c is None:
+            lines.append(f"{task}: no served variant meets {limits}")
+            continue
+        lines.append(f"{task}: deploy {c.variant}")
+        lines.append(f"  why: best {objective} with {limits} — accuracy {c.accuracy:.3f} "
+                     f"(drop {c.drop:+.3f}), {c.out_tok_s:.0f} output tok/s at concurrency {c.concurrency}")
+        lines += [f"  not {name}: {why}" for name, why in c.rejected.items()]
+        lines.append(f"  serve: {commands[task]}")
+    if len(choices) > 1:
+        lines.append(f"one variant for all tasks: {shared}" if shared else
+                     "no single variant meets the constraints on every task")
+    return "\n".join(lines)
+
+
+def as_json(choices: dict[str, Choice | None], shared: str | None, commands: dict[str, str],
+            max_drop: dict[str, float], slos: list[Slo], objective: str) -> str:
+    return json.dumps({
+        "objective": objective,
+        "constraints": {task: constraints(max_drop, task, slos) for task in choices},
+        "one_variant_for_all": shared if len(choices) > 1 else None,
+        "choices": {task: None if c is None else {
+            "variant": c.variant, "accuracy": c.accuracy, "drop": c.drop, "output_tokens_per_s": c.out_tok_s,
+            "concurrency": c.concurrency, "serve_command": commands[task], "rejected": c.rejected}
+            for task, c in choices.items()}}, indent=2)

@@ -1,0 +1,23 @@
+"""What `quant history` and `quant compare` print: recorded runs, and per-task deltas between two runs."""
+
+from __future__ import annotations
+
+
+def runs_table(rows: list[dict]) -> str:
+    lines = [f"{'run id':<25} {'started':<21} {'recipe':<14} {'model':<12} {'commit':<8} baseline scores"]
+    for r in rows:
+        res = r["results"]
+        base = res["variants"].get(res["baseline"], {}).get("accuracy", {})
+        scores = " ".join(f"{t}={a['value']:.3f}" for t, a in base.items())
+        lines.append(f"{r['run_id']:<25} {r['started'][:19]:<21} {r['recipe_name']:<14} {r['model'][-12:]:<12} "
+                     f"{(r['git_commit'] or '-')[:8]:<8} {scores}")
+    return "\n".join(lines)
+
+
+def deltas_table(rows: list[dict]) -> str:
+    if not rows:
+        return "the two runs share no variant and task"
+    lines = [f"{'variant':<20} {'task':<18} {'metric':<12} {'baseline':>9} {'candidate':>9} {'delta':>8}"]
+    lines += [f"{r['variant']:<20} {r['task']:<18} {r['metric']:<12} {r['a']:9.3f} {r['b']:9.3f} {r['delta']:+8.3f}"
+              for r in rows]
+    return "\n".join(lines)

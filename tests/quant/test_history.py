@@ -1,0 +1,42 @@
+"""Sweeps recorded in SQLite; `quant history` and `quant compare`."""
+
+import json
+import os
+import subprocess
+import sys
+
+from quant import history
+from tests.fixtures import results, variant
+from tests.helpers import REPO
+
+
+
+def run_results(started: str, math: float) -> dict:
+    return results({"bf16": variant({"math": math}), "w4": variant({"math": math - 0.1})}, recipe_name="demo",
+                   recipe_hash="abcdef1234" + started[-2:], started=started, finished=started)
+
+
+def test_record_list_and_compare(tmp_path, monkeypatch):
+    monkeypatch.setenv("QUANT_HISTORY_DB", str(tmp_path / "h.sqlite"))
+    first = history.record(run_results("2026-11-30T10:00:01", 0.9), tmp_path / "a", REPO / "recipes" / "demo.yaml")
+    second = history.record(run_results("2026-11-30T11:00:02", 0.8), tmp_path / "b", tmp_path)
+    listed = history.runs()
+    assert [r["run_id"] for r in listed] == [second, first]
+    assert listed[1]["git_commit"] and listed[0]["git_commit"] is None   # tmp_path is not a git checkout
+    env = os.environ | {"QUANT_HISTORY_DB": str(tmp_path / "h.sqlite")}
+    for args in (["--baseline", first, "--candidate", second], [first, second]):   # the old spelling still works
+        out = subprocess.run([sys.executable, "-m", "quant.cli", "compare", *args], capture_output=True,
+                             text=True, cwd=REPO, env=env)
+        assert out.returncode == 0, out.stderr
+        assert "-0.100" in out.stdout and "w4" in out.stdout
+    out = subprocess.run([sys.executable, "-m", "quant.cli", "compare", "nope", second], capture_output=True,
+                         text=True, cwd=REPO, env=env)
+    assert out.returncode == 2 and "no run" in out.stderr
+
+
+def test_compare_accepts_run_directories(tmp_path):
+    for name, math in (("a", 0.5), ("b", 0.75)):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "results.json").write_text(json.dumps(run_results("2026-11-30T10:00:00", math)))
+    rows = history.compare(history.load_run(str(tmp_path / "a")), history.load_run(str(tmp_path / "b")))
+    assert {r["variant"]: round(r["delta"], 3) for r in rows} == {"bf16": 0.25, "w4": 0.25}

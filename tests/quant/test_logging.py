@@ -1,0 +1,114 @@
+"""Logging like the anchors: --verbosity / -v, library warnings on stderr at the default level, engine warnings."""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import sys
+
+import pytest
+
+from quant.cli import build_parser
+from quant.logs import level_of
+from tests.helpers import REPO
+
+
+
+@pytest.mark.parametrize("argv, level", [
+    ([], logging.WARNING), (["-v"], logging.INFO), (["-vv"], logging.DEBUG), (["-vvv"], logging.DEBUG),
+    (["--verbosity", "debug"], logging.DEBUG), (["--verbosity", "ERROR"], logging.ERROR),
+    (["--verbosity", "ERROR", "-vv"], logging.ERROR),
+])
+def test_verbosity_and_v_pick_the_level(argv, level):
+    for command in (["sweep", "r.yaml"], ["gate", "--baseline", "a", "--candidate", "b"], ["report", "run"]):
+        args = build_parser().parse_args(command + argv)
+        assert level_of(args.verbosity, args.verbose) == level
+
+
+def test_an_unknown_verbosity_is_refused(capsys):
+    with pytest.raises(SystemExit) as exc:
+        build_parser().parse_args(["sweep", "r.yaml", "--verbosity", "LOUD"])
+    assert exc.value.code == 2 and "invalid choice" in capsys.readouterr().err
+
+
+LIBRARIES_SPEAK = """
+import logging, sys, warnings
+from quant import logs
+logs.configure(logs.level_of(*sys.argv[1:2] or [None]))
+from transformers.utils import logging as hf
+hf.get_logger("transformers.tokenization_utils_base").warning("hf-warning")
+hf.get_logger("transformers.generation").info("hf-chatter")
+warnings.warn("python-warning")
+logging.getLogger("lm_eval.models.huggingface").warning("lm-eval-warning")
+logging.getLogger("lm_eval.evaluator").debug("lm-eval-debug")
+logging.getLogger("lm_eval.api.task").warning("demo_math: Custom kwargs can be passed to `--metadata` in console")
+logging.getLogger("httpx").info("HTTP Request: POST /v1/completions 200")
+logging.getLogger("evals.backends.served").debug("our-debug")
+"""
+
+
+def _stderr(*argv: str) -> str:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env.pop("TRANSFORMERS_VERBOSITY", None)
+    proc = subprocess.run([sys.executable, "-c", LIBRARIES_SPEAK, *argv], capture_output=True, text=True, env=env,
+                          check=True)
+    return proc.stderr
+
+
+def test_library_warnings_reach_stderr_at_the_default_level_and_chatter_does_not():
+    err = _stderr()
+    for shown in ("hf-warning", "python-warning", "lm-eval-warning"):
+        assert shown in err
+    for hidden in ("hf-chatter", "lm-eval-debug", "HTTP Request", "our-debug", "Custom kwargs"):
+        assert hidden not in err
+
+
+def test_debug_shows_everything_and_error_hides_the_warnings():
+    err = _stderr("DEBUG")
+    for shown in ("hf-warning", "hf-chatter", "python-warning", "lm-eval-debug", "HTTP Request", "our-debug",
+                  "DEBUG [lm_eval.api.task] demo_math: Custom kwargs"):
+        assert shown in err
+    assert not any(w in _stderr("ERROR") for w in ("hf-warning", "python-warning", "lm-eval-warning", "HTTP"))
+
+
+def test_an_eval_leaves_lm_eval_warnings_on_and_silences_only_the_expected_task_override():
+    from evals.backends import inprocess_lm
+    from evals.runner import evaluate_task
+    from core.recipe import Task
+
+    evaluate_task(inprocess_lm(REPO / "demo/model"), Task(name="demo_math", limit=1))
+    assert logging.getLogger("lm_eval").propagate   # to our handler, not lm-eval's own
+    assert logging.getLogger("lm_eval").getEffectiveLevel() <= logging.WARNING
+    assert logging.getLogger("lm_eval.models.huggingface").getEffectiveLevel() <= logging.WARNING
+    assert logging.getLogger("lm_eval.tasks._index").getEffectiveLevel() == logging.ERROR
+
+
+def test_engine_warnings_are_read_from_the_server_log_once_each(tmp_path):
+    from perf.engines.process import engine_warnings, log_since
+
+    log = tmp_path / "server.log"
+    log.write_text("WARNING 11-30 09:00:00 [a.py:1] from an earlier run\n")
+    seen = log.stat().st_size
+    with open(log, "a") as f:
+        f.write("INFO 12-01 12:00:00 [api_server.py:1] Starting vLLM API server\n"
+                "WARNING 12-01 12:00:01 [config.py:12] max_num_batched_tokens is below max_model_len\n"
+                "(EngineCore_DP0 pid=77) WARNING 12-01 12:00:02 [cpu.py:3] Pin memory is not supported\n"
+                "WARNING 12-01 12:00:03 [config.py:12] max_num_batched_tokens is below max_model_len\n"
+                "(EngineCore_DP0 pid=77) ERROR 12-01 12:00:04 [core.py:9] EngineCore failed\n")
+    assert engine_warnings(log_since(log, seen)) == [
+        "WARNING max_num_batched_tokens is below max_model_len", "WARNING Pin memory is not supported",
+        "ERROR EngineCore failed"]
+    assert log_since(tmp_path / "none.log", 0) == ""
+
+
+def test_a_cut_generation_is_a_warning_once_then_debug(caplog):
+    from evals.backends.served import ServedLM
+
+    lm = ServedLM("http://127.0.0.1:9/v1/completions", "m")
+    lm.max_model_len = 128
+    with caplog.at_level(logging.DEBUG, logger="evals.backends.served"):
+        lm._generation_cut(100, 256)
+        lm._generation_cut(120, 256)
+    assert [r.levelno for r in caplog.records] == [logging.WARNING, logging.DEBUG]
+    assert "a prompt of 100 tokens leaves 28 of the 256 tokens asked for within max_model_len 128" in caplog.text

@@ -1,0 +1,75 @@
+"""A whole sweep in seconds, through its public entry point, against a stand-in engine (tests/standin_engine.py:
+real processes and HTTP on 127.0.0.1, started by the sweep where it starts vLLM): results.json's structure,
+KL against the baseline, a variant that fails recorded with its reason while the sweep goes on, and a second
+run that reuses every finished stage without starting an engine."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from core.recipe import parse_recipe
+from quant.progress import Reporter
+from quant.sweep import run_sweep
+
+RECIPE = """\
+name: standin
+model: demo
+engine: {{args: {{max_model_len: 512}}}}
+variants:
+  - {{name: bf16, baseline: true}}
+  - {{name: theirs, checkpoint: {theirs}}}
+  - {{name: broken, checkpoint: {broken}}}
+tasks: [{{name: demo_math, limit: 4}}]
+kl_items: 2
+perf:
+  workloads:
+    - {{name: tiny, prompt_tokens: 16, output_tokens: 4, concurrency: [1, 2], requests_per_level: 4, warmup_requests: 1}}
+"""
+
+
+def sweep(tmp_path: Path, recipe_text: str) -> dict:
+    recipe_path = tmp_path / "standin.yaml"
+    recipe_path.write_text(recipe_text)
+    recipe = parse_recipe(recipe_text, str(recipe_path))
+    return run_sweep(recipe, tmp_path / "run", recipe_path=recipe_path, cache_dir=tmp_path / "cache",
+                     reporter=Reporter(quiet=True))
+
+
+def starts(path: Path) -> list[str]:
+    return path.read_text().split() if path.exists() else []
+
+
+def test_a_sweep_on_a_standin_engine_records_caches_and_goes_on(tmp_path, standin_engine, demo_checkpoints):
+    text = RECIPE.format(theirs=demo_checkpoints("theirs"), broken=demo_checkpoints("broken"))
+    results = sweep(tmp_path, text)
+
+    run = tmp_path / "run"
+    assert json.loads((run / "results.json").read_text()) == results
+    assert (results["recipe_name"], results["baseline"]) == ("standin", "bf16")
+    variants = results["variants"]
+    assert {name: v["status"] for name, v in variants.items()} == {"bf16": "ok", "theirs": "ok", "broken": "failed"}
+    assert variants["broken"]["reason"].startswith("measurement:") and "HTTP 400" in variants["broken"]["reason"]
+    for name in ("bf16", "theirs"):
+        accuracy = variants[name]["accuracy"]["demo_math"]
+        assert accuracy["n"] == 4 and accuracy["backend"] == "served" and 0 <= accuracy["value"] <= 1
+        (point_c1, point_c2) = variants[name]["perf"]["tiny"]["points"]
+        assert (point_c1["concurrency"], point_c2["concurrency"]) == (1, 2)
+        assert point_c1["n"] == point_c2["n"] == 4 and point_c1["errors"] == point_c2["errors"] == 0
+        assert point_c1["output_tokens_per_s"] > 0
+        assert (run / "variants" / name / "evals" / "demo_math.jsonl").read_text().count("\n") == 4
+        assert (run / "variants" / name / "perf" / "tiny.jsonl").exists()
+        assert variants[name]["memory"]["weights_bytes"] > 0
+    # KL of each variant's next-token distributions from the baseline's, on the baseline's answers
+    assert "kl" not in variants["bf16"]["accuracy"]["demo_math"]
+    kl = variants["theirs"]["accuracy"]["demo_math"]["kl"]
+    assert kl["value"] > 0 and kl["n"] == 2 and kl["top_k"] == 20
+    assert {p.name for p in run.iterdir()} >= {"results.json", "pareto.md", "report.html"}
+    assert starts(standin_engine) == ["bf16", "theirs", "broken"]
+
+    again = sweep(tmp_path, text)
+    assert starts(standin_engine) == ["bf16", "theirs", "broken", "broken"]   # only the failed one is redone
+    for name in ("bf16", "theirs"):
+        assert {k: again["variants"][name][k] for k in ("status", "accuracy", "perf")} == \
+               {k: variants[name][k] for k in ("status", "accuracy", "perf")}
+    assert again["variants"]["broken"]["status"] == "failed"

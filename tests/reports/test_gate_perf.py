@@ -1,0 +1,56 @@
+"""Perf gates respect noise: single runs near the limit and p99s from too few requests are inconclusive;
+repeated levels decide with an interval; reports mark a p99 that rests on fewer than 100 requests."""
+
+import json
+
+import pytest
+
+from tests.fixtures import variant, write_run
+from tests.helpers import quant
+
+
+def runs_of(tok_s: list[float], requests: int = 200) -> dict:
+    v = variant({"math": 0.9})
+    v["perf"]["w"]["points"] = [{"concurrency": 16, "output_tokens_per_s": t, "n": requests, "errors": 0,
+                                 "ttft_ms": {"p99": 10.0, "n": requests}, "tpot_ms": {"p99": 2.0, "n": requests},
+                                 "e2e_ms": {"p99": 90.0, "n": requests}} for t in tok_s]
+    return v
+
+
+def gate(tmp_path, base: dict, cand: dict, perf: str) -> tuple[int, str]:
+    run = write_run(tmp_path / "run", {"bf16": base, "q": cand}, gates={"max_drop": 0.05})
+    policy = tmp_path / "p.yaml"
+    policy.write_text(f"max_drop: 0.05\nperf: {perf}\n")
+    return quant("gate", "--baseline", str(run), "--candidate", f"{run}:q", "--policy", str(policy))
+
+
+@pytest.mark.parametrize("cand,expected", [(100.0, 0), (91.0, 3), (80.0, 1)])
+def test_single_run_throughput_within_the_noise_band_is_inconclusive(tmp_path, cand, expected):
+    code, out = gate(tmp_path, runs_of([100.0]), runs_of([cand]), "{max_throughput_drop: 0.1}")
+    assert code == expected, out
+    assert "single runs, noise band +-5%" in out
+
+
+@pytest.mark.parametrize("cand,expected", [([99.0, 101.0, 100.0], 0), ([80.0, 81.0, 79.0], 1),
+                                           ([60.0, 100.0, 140.0], 3)])
+def test_repeated_levels_decide_by_an_interval_of_the_ratio(tmp_path, cand, expected):
+    code, out = gate(tmp_path, runs_of([100.0, 99.0, 101.0]), runs_of(cand), "{max_throughput_drop: 0.1}")
+    assert code == expected, out
+    assert "Welch t on log tok/s" in out and "3 vs 3 repeated runs" in out
+
+
+def test_p99_slo_on_too_few_requests_is_inconclusive(tmp_path):
+    code, out = gate(tmp_path, runs_of([100.0], 16), runs_of([100.0], 16), "{ttft_p99_ms: 50}")
+    assert code == 3 and "from 16 samples: a p99 needs >= 100" in out, out
+    code, out = gate(tmp_path, runs_of([100.0], 200), runs_of([100.0], 200), "{ttft_p99_ms: 50}")
+    assert code == 0, out
+
+
+def test_pareto_marks_a_p99_from_too_few_requests(tmp_path):
+    from reports.render import render_all
+
+    run = write_run(tmp_path / "run", {"bf16": runs_of([100.0], 16), "q": runs_of([100.0], 200)})
+    md, _, page, *_ = render_all(run, json.loads((run / "results.json").read_text()))
+    rows = {line.split("|")[2].strip(): line for line in md.read_text().splitlines() if line.startswith("| ")}
+    assert "10.0\\*" in rows["bf16"] and "10.0\\*" not in rows["q"]
+    assert "p99 from fewer than 100 requests" in md.read_text() and "10.0*" in page.read_text()

@@ -1,0 +1,114 @@
+"""A stand-in for the engine's python, for fast sweep tests: `engine.python` (or $QUANT_ENGINE_PYTHON) names a
+script that runs this file, and the sweep starts it exactly as it starts vLLM (`PY -m
+vllm.entrypoints.openai.api_server --model M --served-model-name N --host H --port P ...`, behind the
+lifeline). It serves, on 127.0.0.1, what the sweep asks of vLLM's OpenAI-compatible server:
+
+- GET /health, GET /v1/models (with max_model_len); no /metrics (404: the perf stage skips its cross-check);
+- POST /v1/completions: a fixed answer to a text prompt; with `echo` and `max_tokens: 0` the prompt's own
+  logprobs, a top-k whose shape depends on the served name (so KL against the baseline is > 0 and the
+  baseline's against itself is 0); streamed token chunks (vLLM's SSE format) for the load generator.
+
+Each start appends its served name to $STANDIN_ENGINE_STARTS where set. A served name containing "broken" answers every completion with HTTP 400: that variant fails mid-measurement.
+`PY -c ...` (the sweep's version probe) prints the stand-in's version.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import zlib
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+VERSION = "0.0.0+standin"
+ANSWER = " 42"
+MAX_MODEL_LEN = 512
+
+
+def top_logprobs(served_name: str, k: int) -> dict[str, float]:
+    """A next-token distribution over three tokens; a variant's second logit is shifted by its name."""
+    shift = 0.0 if served_name == "bf16" else (zlib.crc32(served_name.encode()) % 50) / 100 + 0.1
+    logits = {"a": 2.0, "b": 1.0 + shift, "c": 0.0}
+    norm = math.log(sum(math.exp(v) for v in logits.values()))
+    return dict(list({t: v - norm for t, v in logits.items()}.items())[:max(1, k)])
+
+
+def echo_logprobs(served_name: str, prompt: list[int], k: int) -> dict:
+    top = top_logprobs(served_name, k)
+    return {"tokens": [str(t) for t in prompt], "text_offset": list(range(len(prompt))),
+            "token_logprobs": [None] + [max(top.values())] * (len(prompt) - 1),
+            "top_logprobs": [None] + [top] * (len(prompt) - 1)}
+
+
+class Handler(BaseHTTPRequestHandler):
+    served_name = ""
+
+    def log_message(self, format: str, *args) -> None:   # the server log stays quiet, like vLLM's without access log
+        pass
+
+    def _json(self, status: int, body: dict) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self) -> None:
+        if self.path == "/health":
+            self._json(200, {})
+        elif self.path == "/v1/models":
+            self._json(200, {"data": [{"id": self.served_name, "max_model_len": MAX_MODEL_LEN}]})
+        else:
+            self._json(404, {"error": "not found"})
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        if "broken" in self.served_name:
+            self._json(400, {"error": {"message": "stand-in engine: this variant is broken on purpose"}})
+        elif body.get("stream"):
+            self._stream(body)
+        elif body.get("echo"):
+            choice = {"index": 0, "text": "", "finish_reason": "length",
+                      "logprobs": echo_logprobs(self.served_name, body["prompt"], int(body.get("logprobs") or 1))}
+            self._json(200, {"id": "cmpl-standin", "object": "text_completion", "choices": [choice]})
+        else:
+            self._json(200, {"id": "cmpl-standin", "object": "text_completion",
+                             "choices": [{"index": 0, "text": ANSWER, "finish_reason": "stop", "logprobs": None}]})
+
+    def _stream(self, body: dict) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.end_headers()   # HTTP/1.0: the body ends when the connection closes
+        n = int(body["max_tokens"])
+        for i in range(n):
+            choice = {"index": 0, "text": "x", "token_ids": [10 + i], "logprobs": None,
+                      "finish_reason": "length" if i == n - 1 else None}
+            self.wfile.write(f"data: {json.dumps({'id': 'cmpl-standin', 'choices': [choice]})}\n\n".encode())
+        usage = {"prompt_tokens": len(body["prompt"]), "completion_tokens": n}
+        self.wfile.write(f"data: {json.dumps({'id': 'cmpl-standin', 'choices': [], 'usage': usage})}\n\n".encode())
+        self.wfile.write(b"data: [DONE]\n\n")
+
+
+def serve(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser()
+    for flag in ("--model", "--served-model-name", "--host", "--port"):
+        parser.add_argument(flag, required=True)
+    args, _engine_flags = parser.parse_known_args(argv)
+    Handler.served_name = args.served_model_name
+    if os.environ.get("STANDIN_ENGINE_STARTS"):   # tests count starts: a cached stage starts no engine
+        with open(os.environ["STANDIN_ENGINE_STARTS"], "a") as f:
+            f.write(args.served_model_name + "\n")
+    print(f"stand-in engine serving {args.model} as {args.served_model_name} on {args.host}:{args.port}", flush=True)
+    ThreadingHTTPServer((args.host, int(args.port)), Handler).serve_forever()
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["-c"]:
+        print(VERSION)
+    elif sys.argv[1:3] == ["-m", "vllm.entrypoints.openai.api_server"]:
+        serve(sys.argv[3:])
+    else:
+        sys.exit(f"stand-in engine: unexpected arguments {sys.argv[1:]}")
