@@ -10,8 +10,9 @@ from pathlib import Path
 from tests.helpers import REPO
 
 # The one statement of the rule: a package may import packages on its own floor or a lower one, and
-# core/ (floor 0) nothing of the project but itself.
-FLOORS = {"core": 0, "quantize": 1, "evals": 1, "perf": 1, "reports": 1, "quant": 2}
+# core/ (floor 0) nothing of the project but itself. demo/ (the shipped demo model, its task generators and
+# calibration texts) stands beside the stages: its generators write prompts the way evals/ scores them.
+FLOORS = {"core": 0, "demo": 1, "quantize": 1, "evals": 1, "perf": 1, "reports": 1, "quant": 2}
 
 
 def project_packages() -> set[str]:
@@ -38,7 +39,7 @@ def violations() -> list[str]:
     for package in sorted(project):
         for path in sorted((REPO / package).rglob("*.py")):
             for target in sorted(imported_packages(path, project) - {package}):
-                if package == "core" or FLOORS[target] > FLOORS[package]:
+                if FLOORS[package] == 0 or FLOORS[target] > FLOORS[package]:
                     found.append(f"{path.relative_to(REPO)} imports {target}/ (floor {FLOORS[target]}) "
                                  f"from floor {FLOORS[package]}")
     return found
