@@ -1,7 +1,7 @@
 """Run untrusted generated code in a confined process, and count a pass only when its tests ran to the end.
 
 What confines the process is in evals/sandbox.py. What makes a pass trustworthy (the threat model):
-- The host draws a fresh random token per run (secrets.token_hex) and hands it to evals/sandbox_runner.py
+- The host draws a fresh random token per run (secrets.token_hex) and hands it to evals/sandbox_harness.py
   on stdin. The runner executes the solution and then the tests; only when the tests returned normally does
   it write the token to a pipe the host reads. A pass is: the token came back, exactly, and the process
   exited 0. Exit status alone proves nothing.
@@ -36,7 +36,7 @@ from pathlib import Path
 from evals.fallback import launcher_argv, prepare_work_dir
 from evals.sandbox import CgroupLimit, bwrap_argv, capabilities, interpreter, require_isolation
 
-RUNNER = (Path(__file__).resolve().parent / "sandbox_runner.py").read_text()
+HARNESS = (Path(__file__).resolve().parent / "sandbox_harness.py").read_text()
 
 
 @dataclass
@@ -111,7 +111,7 @@ def run_program(source: str, limits: Limits = Limits(), tests: str = "") -> Exec
         try:
             with open(os.path.join(host_dir, "stderr"), "w+b") as err_file:
                 argv = (_launcher(caps, limits, cgroup, work) + prefix
-                        + [interpreter(), "-I", "-B", "-c", RUNNER, str(verdict_out)] + files)
+                        + [interpreter(), "-I", "-B", "-c", HARNESS, str(verdict_out)] + files)
                 try:
                     proc = subprocess.Popen(argv, cwd=cwd, env={"PATH": "/usr/bin:/bin", **env}, stdin=token_in,
                                             stdout=subprocess.DEVNULL, stderr=err_file, pass_fds=(verdict_out,),

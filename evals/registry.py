@@ -49,10 +49,6 @@ def load_files(files: dict[str, str]):
                                  for split, path in files.items()})
 
 
-def shipped_tasks() -> list[str]:
-    return sorted(p.parent.name for p in TASKS_DIR.glob("*/*.yaml"))
-
-
 def primary_metric(task: str, metrics: list[str]) -> str:
     if task in PRIMARY_METRIC:
         return PRIMARY_METRIC[task]
@@ -129,13 +125,6 @@ def task_problems(tasks) -> list[tuple[int, str]]:
     return found
 
 
-def check_tasks(tasks) -> None:
-    """Every task of a recipe resolves; raises TaskError naming every one that does not."""
-    found = task_problems(tasks)
-    if found:
-        raise TaskError("; ".join(f"tasks.{i} ({tasks[i].name}): {message}" for i, message in found))
-
-
 def code_execution(task) -> str | None:
     """Where a task runs model-generated code: "sandbox" (ours in evals/tasks, through evals/code_scoring),
     "host" (an lm-eval task marked unsafe_code: lm-eval's own executor, no isolation at all), or None."""
@@ -143,7 +132,7 @@ def code_execution(task) -> str | None:
 
     entry = task_manager().task_index.get(task.name)
     if entry is None or entry.yaml_path is None:
-        return None  # not a YAML task: check_tasks says so
+        return None  # not a YAML task: task_problems says so
     path = Path(entry.yaml_path).resolve()
     if not load_yaml(path, resolve_func=False).get("unsafe_code"):
         return None

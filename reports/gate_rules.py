@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from statistics import NormalDist
 
 PASS, REGRESSION, INCONCLUSIVE, ERROR = "pass", "regression", "inconclusive", "error"
+# A drop equal to the margin passes: float noise (e.g. 0.9 - 0.85 = 0.05000000000000004) must not make it exceed.
+MARGIN_TOLERANCE = 1e-12
 # Exit codes of `quant gate` (and, for 0/1/2, of every `quant` command): defined here only.
 EXIT = {PASS: 0, REGRESSION: 1, ERROR: 2, INCONCLUSIVE: 3}
 RULES_ORDER = ("point", "significant", "non-inferiority")
@@ -56,19 +58,19 @@ def decide(rule: str, drop: float, low: float, high: float, n: int, margin: floa
     if n < min_n:
         return Verdict(INCONCLUSIVE, f"only {n} paired items (min_n {min_n})", min_n)
     if rule == "point":
-        if drop > margin + 1e-12:
+        if drop > margin + MARGIN_TOLERANCE:
             return Verdict(REGRESSION, f"drop {drop:.3f} > margin {margin:.3f}")
         return Verdict(PASS, f"drop {drop:.3f} <= margin {margin:.3f}")
     evidence = _evidence(test, p, low, high)
     if rule == "significant":
-        if drop <= margin + 1e-12:
+        if drop <= margin + MARGIN_TOLERANCE:
             return Verdict(PASS, f"drop {drop:.3f} within margin {margin:.3f}")
         if low > 0:
             return Verdict(REGRESSION, f"drop {drop:.3f} > margin {margin:.3f} and significant ({evidence})")
         return Verdict(INCONCLUSIVE, f"drop {drop:.3f} > margin {margin:.3f} but not significant ({evidence})",
                        items_to_resolve(sd, drop, confidence))
     if rule == "non-inferiority":
-        if high <= margin + 1e-12:
+        if high <= margin + MARGIN_TOLERANCE:
             return Verdict(PASS, f"upper bound {high:+.3f} <= margin {margin:.3f} ({evidence})")
         if low > margin:
             return Verdict(REGRESSION, f"lower bound {low:+.3f} > margin {margin:.3f} ({evidence})")
