@@ -54,9 +54,9 @@ def run_sweep(recipe: Recipe, out: Path, recipe_path: Path | None = None, cache_
             if variant.baseline:
                 results["baseline_zero_tasks"] = warn_zero_baseline(record, reporter)
             _save(out, results)
-            reporter.log(f"{variant.name}: {record['status']}" + (f" — {record['reason']}" if record["status"] != "ok"
-                                                                  else ""),
-                         style=None if record["status"] == "ok" else "yellow")
+            ok = record["status"] == "ok"
+            reporter.log(f"{variant.name}: {record['status']}" + ("" if ok else f" — {record['reason']}"),
+                         style=None if ok else "yellow")
         results["finished"] = _now()
         _save(out, results)
         _report(out, results, reporter)
