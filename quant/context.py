@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from core.hashing import digest
 from core.recipe import Recipe
@@ -31,6 +32,13 @@ class KlReference:
     key: str
     pairs: list           # [doc_id, prompt, answer]
     topk: list
+
+
+@dataclass(frozen=True)
+class Session:
+    """What the measuring stages run through: an lm-eval LM (with topk_logprobs), and the live server if served."""
+    lm: Any
+    server: Any = None
 
 
 @dataclass

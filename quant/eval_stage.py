@@ -12,7 +12,7 @@ from core.recipe import Task, Variant
 from core.store import copy_file
 from evals.registry import TASKS_DIR
 from evals.runner import evaluate_task
-from quant.context import Checkpoint, SweepContext
+from quant.context import Checkpoint, Session, SweepContext
 
 STAGE_EVAL = "evals"
 LM_EVAL = "lm_eval"   # lm-eval's own output files, in the eval stage and in each variant's directory
@@ -44,7 +44,7 @@ class EvalStage:
     def pending(self) -> bool:
         return bool(self.todo)
 
-    def run(self, session) -> None:
+    def run(self, session: Session) -> None:
         for task in self.todo:
             run_eval(self.ctx, session.lm, task, self.keys[task.key], self.variant.name)
 

@@ -9,7 +9,7 @@ from core.hashing import digest
 from core.recipe import Variant
 from evals.kl import TOP_K, item_kl, reference_pairs
 from evals.stats import mean_ci
-from quant.context import KlReference, SweepContext
+from quant.context import KlReference, Session, SweepContext
 
 STAGE_EVAL, STAGE_REFERENCE, STAGE_KL = "evals", "kl-reference", "kl"
 
@@ -42,7 +42,7 @@ class KlStage:
     def pending(self) -> bool:
         return bool(self.todo)
 
-    def run(self, session) -> None:
+    def run(self, session: Session) -> None:
         """The uncached halves, with `session.lm` (anything with topk_logprobs) on this variant; the variant's
         answers come from its eval stage, which has run by now."""
         ctx = self.ctx

@@ -7,8 +7,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
-from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 from core.hashing import digest
 from core.recipe import Variant
@@ -16,7 +15,7 @@ from core.store import write_jsonl
 from evals.backends.inprocess import inprocess_lm
 from evals.backends.served import ServedLM
 from perf.engines import ENGINES, EngineStartError
-from quant.context import Checkpoint, StageError, SweepContext
+from quant.context import Checkpoint, Session, StageError, SweepContext
 from quant.eval_stage import EvalStage
 from quant.kl_stage import KlStage
 from quant.perf_stage import PerfStage
@@ -24,14 +23,10 @@ from quant.perf_stage import PerfStage
 STAGE_SERVE_FAILURES = "serve-failures"
 
 
-@dataclass
-class Session:
-    """What the stages measure through: an lm-eval LM (with topk_logprobs), and the live server if served."""
-    lm: Any
-    server: Any = None
-
-
 class Stage(Protocol):
+    """A measuring stage of one variant (eval_stage, kl_stage, perf_stage): whether it has uncached work, that
+    work through a session, and its cached results copied into the variant's record."""
+
     def pending(self) -> bool: ...
     def run(self, session: Session) -> None: ...
     def collect(self, record: dict) -> None: ...

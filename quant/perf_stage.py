@@ -12,7 +12,7 @@ from core.store import copy_file
 from perf.memory import account
 from perf.requests import longest_request
 from perf.run import level_label, requests_in, run_workload
-from quant.context import Checkpoint, SweepContext
+from quant.context import Checkpoint, Session, SweepContext
 
 STAGE_PERF = "perf"
 DEFAULT_SEQ_TOKENS = 2048   # the memory columns' sequence length when the recipe has no workloads
@@ -35,7 +35,7 @@ class PerfStage:
     def pending(self) -> bool:
         return bool(self.todo)
 
-    def run(self, session) -> None:
+    def run(self, session: Session) -> None:
         ctx = self.ctx
         slo = ctx.recipe.perf.slo.bounds() if ctx.recipe.perf.slo else None
         for workload in self.todo:
