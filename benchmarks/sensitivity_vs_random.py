@@ -19,7 +19,7 @@ from core.hashing import tree_digest
 from quant.models import resolve_model
 from quant.progress import Reporter
 from core.recipe import load_recipe
-from quant.sensitivity import ranking
+from quant.sensitivity_stage import ranking
 from core.store import Cache
 from quantize.sensitivity import fake_quantize_weight, is_kept, keep_random, keep_top, linear_modules, weight_args
 

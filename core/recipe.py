@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -341,7 +340,3 @@ def load_recipe(path: str | Path) -> Recipe:
     if not path.is_file():
         raise RecipeError(f"{path}: no such recipe file", str(path))
     return parse_recipe(path.read_text(), str(path))
-
-
-def slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-")

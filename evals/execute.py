@@ -1,15 +1,15 @@
 """Run untrusted generated code in a confined process, and count a pass only when its tests ran to the end.
 
 What confines the process is in evals/sandbox.py. What makes a pass trustworthy (the threat model):
-- The host draws a fresh random token per run (secrets.token_hex) and hands it to evals/sandbox_runner.py
-  on stdin. The runner executes the solution and then the tests; only when the tests returned normally does
+- The host draws a fresh random token per run (secrets.token_hex) and hands it to evals/sandbox_harness.py
+  on stdin. The harness executes the solution and then the tests; only when the tests returned normally does
   it write the token to a pipe the host reads. A pass is: the token came back, exactly, and the process
   exited 0. Exit status alone proves nothing.
 - So ending early by any means (sys.exit(0), exit(), os._exit(0), SystemExit in a finally, atexit, a
   finaliser, a thread, a signal, exec of `true`, killing itself) is a failure; printing or writing text to
   any descriptor cannot forge the token; the token is in no file, argument or environment variable, so
   reading the program's own source, /proc/self/cmdline or environ gives nothing.
-- Inside the process the runner keeps the token where Python code cannot reach it: the program runs in
+- Inside the process the harness keeps the token where Python code cannot reach it: the program runs in
   another thread, and an audit hook refuses frame access, tracing, gc scans, ctypes and /proc/self/mem;
   the process is non-dumpable. The tests run with the builtins as they were before the program started.
 What a pass does not prove:
@@ -18,7 +18,7 @@ What a pass does not prove:
   solution and tests in one interpreter;
 - anything against a program written to attack this harness: CPython's audit hooks are not a security
   boundary (PEP 578), and a program that finds a way past them (an interpreter bug, an unaudited path to
-  its own memory) or, unisolated and still root, reads the runner's memory from another process, could
+  its own memory) or, unisolated and still root, reads the harness's memory from another process, could
   forge the token. The sandbox bounds what such a program can do to the host; the opted-in fallback bounds
   it only as far as its layers go (evals/fallback.py).
 """
@@ -36,7 +36,7 @@ from pathlib import Path
 from evals.fallback import launcher_argv, prepare_work_dir
 from evals.sandbox import CgroupLimit, bwrap_argv, capabilities, interpreter, require_isolation
 
-RUNNER = (Path(__file__).resolve().parent / "sandbox_runner.py").read_text()
+HARNESS = (Path(__file__).resolve().parent / "sandbox_harness.py").read_text()
 
 
 @dataclass
@@ -79,7 +79,7 @@ def _read_available(fd: int, limit: int) -> bytes:
 
 
 def _confinement(caps, limits: Limits, work: str, files: list[str]) -> tuple[list[str], str, dict]:
-    """(argv prefix, cwd, environment) of the runner: in bubblewrap, or in `work` on the host (opted in)."""
+    """(argv prefix, cwd, environment) of the harness: in bubblewrap, or in `work` on the host (opted in)."""
     if caps.isolated:
         binds = [a for name in files for a in ("--ro-bind", os.path.join(work, name), f"/sandbox/{name}")]
         return bwrap_argv(caps.bwrap, limits.file_bytes) + binds, "/", {"HOME": "/sandbox", "TMPDIR": "/tmp"}
@@ -111,7 +111,7 @@ def run_program(source: str, limits: Limits = Limits(), tests: str = "") -> Exec
         try:
             with open(os.path.join(host_dir, "stderr"), "w+b") as err_file:
                 argv = (_launcher(caps, limits, cgroup, work) + prefix
-                        + [interpreter(), "-I", "-B", "-c", RUNNER, str(verdict_out)] + files)
+                        + [interpreter(), "-I", "-B", "-c", HARNESS, str(verdict_out)] + files)
                 try:
                     proc = subprocess.Popen(argv, cwd=cwd, env={"PATH": "/usr/bin:/bin", **env}, stdin=token_in,
                                             stdout=subprocess.DEVNULL, stderr=err_file, pass_fds=(verdict_out,),

@@ -63,10 +63,10 @@ _CHILD_READS_PARENT = (f"out = subprocess.run([sys.executable, '-c', {_CHILD!r},
 
 def not_run_here(name: str) -> str | None:
     """The one cheat this harness cannot stop where it runs: unisolated and as root (not dropped to nobody), any
-    process may read the runner's memory (CAP_SYS_PTRACE overrides non-dumpable). Reported, not run."""
+    process may read the harness's memory (CAP_SYS_PTRACE overrides non-dumpable). Reported, not run."""
     caps = capabilities()
-    if name == "child_reads_runner_memory" and not caps.isolated and os.geteuid() == 0 and "nobody" not in caps.layers:
-        return "not run: unisolated as root, a child process can read the runner's memory (a documented residual)"
+    if name == "child_reads_harness_memory" and not caps.isolated and os.geteuid() == 0 and "nobody" not in caps.layers:
+        return "not run: unisolated as root, a child process can read the harness's memory (a documented residual)"
     return None
 
 
@@ -131,7 +131,7 @@ def _cheats() -> dict[str, str]:
         "gc_scan_for_token": (STEAL + "import gc\nfor obj in gc.get_objects():\n"
                               "    steal(list(obj.values()) if isinstance(obj, dict) else [])\nos._exit(0)\n"),
         "ctypes_memory": "import ctypes\nprint(ctypes.string_at(id(0), 8))\n",
-        "child_reads_runner_memory": STEAL + "import subprocess, sys\n" + _CHILD_READS_PARENT,
+        "child_reads_harness_memory": STEAL + "import subprocess, sys\n" + _CHILD_READS_PARENT,
         "proc_self_mem": "open('/proc/self/mem', 'rb')\n",
         "proc_self_mem_by_symlink": "import os\nos.symlink('/proc/self/mem', 'm')\nopen('m', 'rb')\n",
     }

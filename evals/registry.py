@@ -108,13 +108,6 @@ def task_problems(tasks) -> list[tuple[int, str]]:
     return found
 
 
-def check_tasks(tasks) -> None:
-    """Every task of a recipe resolves; raises TaskError naming every one that does not."""
-    found = task_problems(tasks)
-    if found:
-        raise TaskError("; ".join(f"tasks.{i} ({tasks[i].name}): {message}" for i, message in found))
-
-
 def code_execution(task) -> str | None:
     """Where a task runs model-generated code: "sandbox" (ours in evals/tasks, through evals/code_scoring),
     "host" (an lm-eval task marked unsafe_code: lm-eval's own executor, no isolation at all), or None."""
@@ -122,7 +115,7 @@ def code_execution(task) -> str | None:
 
     entry = task_manager().task_index.get(task.name)
     if entry is None or entry.yaml_path is None:
-        return None  # not a YAML task: check_tasks says so
+        return None  # not a YAML task: task_problems says so
     path = Path(entry.yaml_path).resolve()
     if not load_yaml(path, resolve_func=False).get("unsafe_code"):
         return None

@@ -21,6 +21,7 @@ from core.recipe_perf import Workload
 Progress = Callable[[int, int], None]   # (done, total), warm-up requests included
 RSS_SAMPLE_S = 0.5
 OPEN_LOOP_CONNECTIONS = 256
+WARMUP_CONCURRENCY = 4   # warm-up streams at once for rate and trace levels (a concurrency level uses its own)
 
 
 def arrived_in_one_burst(span_s: float, chunks: int) -> bool:
@@ -142,9 +143,9 @@ class _Run:
         plan = plan_level(w, kind, level, self.maker, self.seed)
         warm = plan_level(w, kind, level, self.maker, self.seed + 1, limit=w.warmup_requests)
         if warm:
+            streams = int(level) if kind == "concurrency" else WARMUP_CONCURRENCY
             await run_closed_loop(url, model, [r.prompt for r in warm], [r.output_tokens for r in warm],
-                                  min(int(level) if kind == "concurrency" else 4, len(warm)), client=client,
-                                  on_done=self.tick)
+                                  min(streams, len(warm)), client=client, on_done=self.tick)
         rss = _PeakRss(self.server)
         sampler = asyncio.create_task(rss.run())
         prompts, outputs = [r.prompt for r in plan], [r.output_tokens for r in plan]

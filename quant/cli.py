@@ -226,7 +226,7 @@ def cmd_sensitivity(args) -> int:
     from quant.models import resolve_model
     from quant.progress import Reporter
     from core.recipe import Sensitivity
-    from quant.sensitivity import ranking, write_report
+    from quant.sensitivity_stage import ranking, write_report
     from core.store import Cache
     from quant.validate import check_file
 

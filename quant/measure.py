@@ -1,147 +1,111 @@
-"""Measure one variant: accuracy per task and perf per workload, through the engine or in-process."""
+"""Where a variant is measured: through the engine (the eval, KL and perf stages on one live server) or, when
+the engine cannot serve it, in-process with transformers (eval and KL only). A server or model is loaded only
+when some stage has uncached work; every stage then copies its cached results into the variant's record."""
 
 from __future__ import annotations
 
-import tempfile
 import time
-from pathlib import Path
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
+from typing import Protocol
 
-from evals import task_facts
-from evals.runner import evaluate_task
-from quant import kl_stage
-from core.run_layout import LM_EVAL_DIR as LM_EVAL
-from core.store import copy_file
+from core.hashing import digest
+from core.recipe import Variant
+from core.store import write_jsonl
+from evals.backends.inprocess import inprocess_lm
+from evals.backends.served import ServedLM
+from perf.engines import ENGINES, EngineStartError
+from quant.context import Checkpoint, Session, StageError, SweepContext
+from quant.eval_stage import EvalStage
+from quant.kl_stage import KlStage
+from quant.perf_stage import PerfStage
 
-STAGE_EVAL, STAGE_PERF = "evals", "perf"
-
-
-def _collect_eval(ctx, key: str, task: str, record: dict, vdir: Path, backend: str) -> None:
-    summary = ctx.cache.load_json(STAGE_EVAL, key)
-    primary = summary["primary"]
-    record["accuracy"][task] = {"metric": primary, **summary[primary], "backend": backend,
-                                "metrics": {m: v for m, v in summary.items() if m != "primary"}}
-    copy_file(ctx.cache.path(STAGE_EVAL, key) / "samples.jsonl", vdir / "evals" / f"{task}.jsonl")
-    _collect_lm_eval(ctx.cache.path(STAGE_EVAL, key) / LM_EVAL, vdir)
+STAGE_SERVE_FAILURES = "serve-failures"
 
 
-def _collect_lm_eval(cached: Path, vdir: Path) -> None:
-    """lm-eval's layout, output_path/<model_name_sanitized>/, so its tooling reads variants/<v>/lm_eval."""
-    from lm_eval.utils import sanitize_model_name
+class Stage(Protocol):
+    """A measuring stage of one variant (eval_stage, kl_stage, perf_stage): whether it has uncached work, that
+    work through a session, and its cached results copied into the variant's record."""
 
-    for src in sorted(cached.glob("*")) if cached.is_dir() else []:
-        copy_file(src, vdir / LM_EVAL / sanitize_model_name(vdir.name) / src.name)
-
-
-def _collect_perf(ctx, key: str, name: str, record: dict, vdir: Path) -> None:
-    result = ctx.cache.load_json(STAGE_PERF, key)
-    record["perf"][name] = result
-    for memory in ("server_rss_bytes", "server_gpu_bytes"):
-        if result.get(memory):
-            record["memory"][memory] = max(record["memory"].get(memory, 0), result[memory])
-    copy_file(ctx.cache.path(STAGE_PERF, key) / "records.jsonl", vdir / "perf" / f"{name}.jsonl")
+    def pending(self) -> bool: ...
+    def run(self, session: Session) -> None: ...
+    def collect(self, record: dict) -> None: ...
 
 
-def _run_eval(ctx, lm, task, key: str, model_name: str) -> None:
-    size = task_facts.size(task.name)
-    total = size if task.limit is None else min(task.limit, size or task.limit)
-    with ctx.reporter.bar(f"  eval {task.key}", total=total) as advance:
-        if hasattr(lm, "progress"):
-            lm.progress = advance
-        started = time.time()
-        with tempfile.TemporaryDirectory(prefix="quant-lm-eval-") as scratch:
-            summary, samples = evaluate_task(lm, task, lm_eval_dir=Path(scratch), model_name=model_name)
-            summary["eval_seconds"] = round(time.time() - started, 2)
-            lm_eval_files = {f"{LM_EVAL}/{path.name}": path for path in Path(scratch).glob("*/*")}
-            ctx.cache.save_json(STAGE_EVAL, key, summary, extra={"samples.jsonl": samples}, files=lm_eval_files)
-    primary = summary["primary"]
-    ctx.reporter.log(f"  {task.key}: {primary} {summary[primary]['value']:.3f} "
-                     f"(n={summary[primary]['n']}, {summary['eval_seconds']:.1f}s)")
+def measure_variant(ctx: SweepContext, variant: Variant, checkpoint: Checkpoint, record: dict) -> None:
+    """Accuracy (and KL) per task and perf per workload into `record`; served, else in-process."""
+    serve_failure_key = digest("serve-failure", checkpoint.key, ctx.engine_key, variant.engine_args)
+    if ctx.cache.has(STAGE_SERVE_FAILURES, serve_failure_key) and not ctx.retry_failed:
+        reason = ctx.cache.load_json(STAGE_SERVE_FAILURES, serve_failure_key)["reason"]
+        ctx.reporter.log(f"  engine rejected this variant before (cached): {reason}")
+    else:
+        reason = _measure_served(ctx, variant, checkpoint, record)
+        if reason:
+            ctx.cache.save_json(STAGE_SERVE_FAILURES, serve_failure_key, {"reason": reason})
+    if reason:
+        record.update(status="unsupported", reason=f"engine: {reason}", served=False, eval_backend="inprocess")
+        ctx.reporter.log("  measuring accuracy in-process (transformers) instead; no perf numbers")
+        try:
+            _measure_inprocess(ctx, variant, checkpoint, record)
+        except StageError as exc:
+            record.update(status="failed", reason=f"{record['reason']}; in-process eval: {exc}")
+    else:
+        record.update(served=True, eval_backend="served")
+    write_jsonl(ctx.variant_dir(variant.name) / "accuracy.jsonl",
+                [{"task": t, **a} for t, a in record["accuracy"].items()])
 
 
-def measure_served(ctx, variant, checkpoint: Path, ckpt_key: str, record: dict, vdir: Path) -> str | None:
-    """Evals and perf through a live server. Returns the engine's reason if it cannot serve the variant."""
-    from evals.backends.served import ServedLM
-    from perf.engines import ENGINES, EngineStartError
-    from perf.run import requests_in, run_workload
-    from quant.sweep import perf_key, task_key
+def _run_stages(stages: list[Stage], session: Callable[[], AbstractContextManager[Session]], record: dict) -> bool:
+    """Runs the stages' uncached work in one session (opened only if there is any), then collects every stage.
+    Returns whether a session was opened."""
+    opened = any(stage.pending() for stage in stages)
+    if opened:
+        with session() as live:
+            for stage in stages:
+                stage.run(live)
+    for stage in stages:
+        stage.collect(record)
+    return opened
 
+
+def _measure_served(ctx: SweepContext, variant: Variant, checkpoint: Checkpoint, record: dict) -> str | None:
+    """Returns the engine's reason if it cannot serve the variant."""
     engine_args = {**ctx.recipe.engine.args, **variant.engine_args}
-    eval_keys = {t.key: task_key(ctx, t, ckpt_key, "served", engine_args) for t in ctx.recipe.tasks}
-    perf_keys = {w.name: perf_key(ctx, w, ckpt_key, engine_args) for w in ctx.recipe.perf.workloads}
-    slo = ctx.recipe.perf.slo.bounds() if ctx.recipe.perf.slo else None
-    todo_tasks = [t for t in ctx.recipe.tasks if not ctx.cache.has(STAGE_EVAL, eval_keys[t.key])]
-    todo_perf = [w for w in ctx.recipe.perf.workloads if not ctx.cache.has(STAGE_PERF, perf_keys[w.name])]
-    todo_kl = kl_stage.todo(ctx, variant, eval_keys)
+    evals = EvalStage(ctx, variant, checkpoint, "served", engine_args)
+    stages = [evals, KlStage(ctx, variant, evals.keys), PerfStage(ctx, variant, checkpoint, engine_args)]
     engine = ENGINES[ctx.recipe.engine.kind](
-        checkpoint, python=ctx.engine_python, served_name=variant.name, args=engine_args,
+        checkpoint.path, python=ctx.engine_python, served_name=variant.name, args=engine_args,
         env=ctx.recipe.engine.env, startup_timeout_s=ctx.recipe.engine.startup_timeout_s,
-        log_path=vdir / "server.log", dtype=ctx.recipe.engine.dtype,
+        log_path=ctx.variant_dir(variant.name) / "server.log", dtype=ctx.recipe.engine.dtype,
         engine_core_nice=ctx.recipe.engine.engine_core_nice)
-    if todo_tasks or todo_perf or todo_kl:
+
+    @contextmanager
+    def served() -> Iterator[Session]:
         ctx.reporter.log(f"  starting {ctx.recipe.engine.kind} on 127.0.0.1 …")
         started = time.time()
-        try:
-            with engine as server:
-                ctx.reporter.log(f"  server ready in {time.time() - started:.0f}s (pid {server.pid})")
-                lm = ServedLM(server.completions_url, variant.name, tokenizer_dir=checkpoint,
-                              concurrency=ctx.recipe.eval_concurrency)
-                for task in todo_tasks:
-                    _run_eval(ctx, lm, task, eval_keys[task.key], variant.name)
-                kl_stage.run(ctx, variant, lm, todo_kl, eval_keys)
-                for workload in todo_perf:
-                    levels = workload.levels()
-                    label = f"{levels[0][0]} " + ", ".join(f"{level:g}" for _, level in levels)
-                    with ctx.reporter.bar(f"  perf {workload.name} ({label})", requests_in(workload)) as advance:
-                        result = run_workload(server, variant.name, checkpoint, workload,
-                                              progress=lambda done, _total: advance(1), slo=slo)
-                    records = [{"level": level, **r} for level, rs in result.pop("records").items() for r in rs]
-                    ctx.cache.save_json(STAGE_PERF, perf_keys[workload.name], result,
-                                        extra={"records.jsonl": records})
-                    _log_perf(ctx, workload.name, result)
-        except EngineStartError as exc:
-            return exc.reason
-    else:
-        ctx.reporter.log("  evals and perf: cached")
-    for name, key in eval_keys.items():
-        _collect_eval(ctx, key, name, record, vdir, "served")
-    kl_stage.collect(ctx, variant, eval_keys, record)
-    for name, key in perf_keys.items():
-        _collect_perf(ctx, key, name, record, vdir)
+        with engine as server:
+            ctx.reporter.log(f"  server ready in {time.time() - started:.0f}s (pid {server.pid})")
+            yield Session(ServedLM(server.completions_url, variant.name, tokenizer_dir=checkpoint.path,
+                                   concurrency=ctx.recipe.eval_concurrency), server)
+
+    try:
+        if not _run_stages(stages, served, record):
+            ctx.reporter.log("  evals and perf: cached")
+    except EngineStartError as exc:
+        return exc.reason
     record["serve_command"] = engine.deploy_command   # the same whether this run started a server or not
     return None
 
 
-def measure_inprocess(ctx, variant, checkpoint: Path, ckpt_key: str, record: dict, vdir: Path) -> None:
-    from evals.backends.inprocess import inprocess_lm
-    from quant.sweep import StageError, task_key
+def _measure_inprocess(ctx: SweepContext, variant: Variant, checkpoint: Checkpoint, record: dict) -> None:
+    evals = EvalStage(ctx, variant, checkpoint, "inprocess")
 
-    keys = {t.key: task_key(ctx, t, ckpt_key, "inprocess") for t in ctx.recipe.tasks}
-    todo = [t for t in ctx.recipe.tasks if not ctx.cache.has(STAGE_EVAL, keys[t.key])]
-    todo_kl = kl_stage.todo(ctx, variant, keys)
-    if todo or todo_kl:
+    @contextmanager
+    def in_process() -> Iterator[Session]:
         try:
-            lm = inprocess_lm(checkpoint)
+            lm = inprocess_lm(checkpoint.path)
         except Exception as exc:  # noqa: BLE001 - any loader failure is this variant's reason
             raise StageError(f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}") from None
-        for task in todo:
-            _run_eval(ctx, lm, task, keys[task.key], variant.name)
-        kl_stage.run(ctx, variant, lm, todo_kl, keys)
-    for name, key in keys.items():
-        _collect_eval(ctx, key, name, record, vdir, "inprocess")
-    kl_stage.collect(ctx, variant, keys, record)
+        yield Session(lm)
 
-
-def _log_perf(ctx, name: str, result: dict) -> None:
-    from perf.run import level_label
-
-    for p in result["points"]:
-        if p["errors"] == p["n"]:
-            ctx.reporter.log(f"  {name} {level_label(p)}: every request failed: {p.get('first_error')}",
-                             style="red")
-            continue
-        ctx.reporter.log(f"  {name} {level_label(p)}: {p['output_tokens_per_s']:.0f} out tok/s, "
-                         f"{p['requests_per_s']:.1f} req/s, TTFT p99 {p['ttft_ms']['p99']:.0f} ms, "
-                         f"TPOT p99 {p['tpot_ms']['p99']:.1f} ms, errors {p['errors']}"
-                         + (f", SLO met by {p['slo_attainment']:.0%} (goodput {p['goodput_rps']:.1f} req/s)"
-                            if "slo_attainment" in p else ""))
-
+    _run_stages([evals, KlStage(ctx, variant, evals.keys)], in_process, record)

@@ -1,6 +1,6 @@
 """The quantize stage: one Variant of a model -> a compressed-tensors checkpoint plus quant_manifest.json.
 
-In-process API: quantize_variant(). The sweep should go through quantize_in_subprocess() (or
+In-process API: quantize_variant(). The sweep goes through quantize_in_subprocess() (quantize/child_process.py,
 `python -m quantize`) so a crash inside the quantization libraries cannot take the sweep down.
 """
 
@@ -19,8 +19,8 @@ from quantize import schemes
 from quantize.calibration import calibration_texts, texts_sha256
 from quantize.manifest import MANIFEST_NAME, checkpoint_facts, library_versions, write_manifest
 from quantize.progress import emit as emit_progress
-from quantize.runner import QuantizeError, quantize_in_subprocess
-from quantize.shapes import apply_unfit_policy, describe
+from quantize.child_process import QuantizeError, quantize_in_subprocess
+from quantize.shapes import apply_unfit_policy, describe_unfit
 
 __all__ = ["quantize_variant", "quantize_in_subprocess", "QuantizeError", "MANIFEST_NAME"]
 
@@ -44,7 +44,7 @@ def quantize_variant(model_dir: Path, variant: Variant, calibration: Calibration
     requested = variant
     variant, unfit = apply_unfit_policy(model_dir, variant)
     if unfit:
-        print(describe(unfit), flush=True)
+        print(describe_unfit(unfit), flush=True)
     if dense and impl.NAME != "llmcompressor":
         raise ValueError("a dense fake-quantized export reads compressed-tensors: use backend llmcompressor")
 

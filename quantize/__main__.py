@@ -16,7 +16,7 @@ import tempfile
 import traceback
 from pathlib import Path
 
-from quantize.runner import ERROR_PREFIX, child_env
+from quantize.child_process import ERROR_PREFIX, child_env
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -47,7 +47,7 @@ def file_type_name(file_type: int | None, tensor_types: Counter) -> str:
         return tensor_types.most_common(1)[0][0] if tensor_types else "unknown"
 
 
-def describe(path: Path) -> dict:
+def gguf_facts(path: Path) -> dict:
     """What the file is, from its metadata: architecture, the quantization of its weights, special tokens."""
     reader = _reader(path)
     tensor_types = Counter(t.tensor_type.name for t in reader.tensors)
@@ -90,7 +90,7 @@ def convert(path: Path, out: Path, log: Callable[[str], None] = print) -> dict:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     path = Path(path).resolve()
-    facts = describe(path)
+    facts = gguf_facts(path)
     check_convertible(path, facts)
     log(f"GGUF {path.name}: {facts['architecture']}, {facts['tensors']} tensors in {facts['dequantized_from']}; "
         "dequantizing to bf16 with transformers (once; about 30 s for 135M parameters on 2 cores) …")

@@ -97,3 +97,16 @@ def _first_line(exc: Exception) -> str:
     lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
     meaningful = [line for line in lines if not line.startswith(("For further information", "1 validation error"))]
     return (meaningful or lines or [type(exc).__name__])[-1][:300]
+
+
+def describe_variant(variant: Variant) -> str:
+    """One line for the sweep's log: scheme(s), algorithm, SmoothQuant, what stays 16-bit."""
+    if variant.recipe:
+        return "verbatim llmcompressor recipe"
+    if variant.groups:
+        scheme = " + ".join(f"{g.scheme or f'W{g.weights.num_bits}A16 custom'} on {', '.join(g.targets)}"
+                            for g in variant.groups)
+    else:
+        scheme = variant.scheme or f"W{variant.weights.num_bits}A16 custom"
+    extra = f" + SmoothQuant {variant.smoothquant}" if variant.smoothquant else ""
+    return f"{scheme}, {variant.algorithm.upper()}{extra}, 16-bit: {', '.join(variant.ignore) or 'none'}"

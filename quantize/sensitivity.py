@@ -162,7 +162,7 @@ class _Scorer:
         return values, indices
 
     def kl(self) -> float:
-        torch, total, count = self.torch, 0.0, 0
+        total, count = 0.0, 0
         for ids, (p_lp, top) in zip(self.batches, self.reference):
             q_lp = self._logprobs(ids).gather(-1, top)
             p, q = p_lp.exp(), q_lp.exp()

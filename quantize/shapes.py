@@ -75,7 +75,7 @@ def problems(model_dir: Path, variant: Variant) -> tuple[list[Problem], list[str
     except ValueError as exc:
         return [(assignment, str(exc))], []
     if record:
-        return [], [describe(record)]
+        return [], [describe_unfit(record)]
     groups = scheme_groups(variant)
     errors = []
     for group, layers in unfit.items():
@@ -139,7 +139,7 @@ def _largest_fitting(model, variant: Variant, unfit: list[tuple[str, int]], reco
     return variant.model_copy(update={"scheme": None, "weights": None, "groups": groups}), record
 
 
-def describe(record: dict) -> str:
+def describe_unfit(record: dict) -> str:
     if record["policy"] == "keep":
         return (f"unfit_groups keep: {len(record['modules'])} Linears stay 16-bit, their in_features not divisible "
                 f"by the group size: {record['summary']}")

@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass, field
 
 from core.results import PerfPoint, Results
-from reports.gate_rules import ROUNDING
+from reports.gate_rules import MARGIN_TOLERANCE
 from reports.table import headline_point
 
 def _p99_latency(point: PerfPoint) -> float:
@@ -32,7 +32,8 @@ class ChooseError(Exception):
 
 
 @dataclass
-class Slo:
+class LatencyLimit:
+    """One `--slo` of `quant choose` (metric_stat <= limit); the recipe's `perf.slo` is core.recipe_perf.Slo."""
     metric: str
     stat: str
     limit_ms: float
@@ -45,13 +46,13 @@ class Slo:
         return f"{self.metric}_{self.stat} <= {self.limit_ms:g} ms"
 
 
-def parse_slo(text: str) -> Slo:
+def parse_slo(text: str) -> LatencyLimit:
     m = _SLO.match(text.strip())
     if not m:
         raise ChooseError(f"--slo {text!r}: expected e.g. ttft_p99=500ms (metrics ttft, tpot, itl, e2e; "
                           f"stats p50, p90, p99, mean; units ms or s)")
     metric, stat, _, value, unit = m.groups()
-    return Slo(metric, stat, float(value) * (1000 if unit == "s" else 1))
+    return LatencyLimit(metric, stat, float(value) * (1000 if unit == "s" else 1))
 
 
 @dataclass
@@ -67,7 +68,7 @@ class Choice:
     rejected: dict[str, str] = field(default_factory=dict)
 
 
-def candidates(results: Results, task: str, max_drop: float, slos: list[Slo],
+def candidates(results: Results, task: str, max_drop: float, slos: list[LatencyLimit],
                objective: str) -> tuple[list[Choice], dict]:
     baseline = results.baseline_record
     base = baseline.accuracy.get(task)
@@ -81,7 +82,7 @@ def candidates(results: Results, task: str, max_drop: float, slos: list[Slo],
             rejected[name] = f"{v.status}: {_short(v.reason or 'not served')}"
             continue
         drop = base.value - acc.value
-        if drop > max_drop + ROUNDING:
+        if drop > max_drop + MARGIN_TOLERANCE:
             rejected[name] = f"accuracy drop {drop:.3f} > {max_drop:.3f}"
             continue
         missed = [f"{slo.metric}_{slo.stat} {'not measured' if slo.read(point) is None else f'{slo.read(point):.0f} ms'}"
@@ -100,7 +101,7 @@ def _best(ok: list[Choice], objective: str) -> Choice:
     return (max if larger_is_better else min)(ok, key=lambda c: c.score)
 
 
-def choose(results: Results | dict, tasks: list[str], max_drop: float | dict[str, float], slos: list[Slo] = (),
+def choose(results: Results | dict, tasks: list[str], max_drop: float | dict[str, float], slos: list[LatencyLimit] = (),
            objective: str = "throughput") -> tuple[dict[str, Choice | None], str | None]:
     """Per task the best variant (or None), and the best variant that meets every task's constraints.
     max_drop: one limit for every task, or one per task."""

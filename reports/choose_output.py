@@ -5,15 +5,15 @@ from __future__ import annotations
 
 import json
 
-from reports.choose import Choice, Slo
+from reports.choose import Choice, LatencyLimit
 
 
-def constraints(max_drop: dict[str, float], task: str, slos: list[Slo]) -> str:
+def constraints(max_drop: dict[str, float], task: str, slos: list[LatencyLimit]) -> str:
     return f"drop <= {max_drop[task]:.3f}" + "".join(f", {s}" for s in slos)
 
 
 def as_text(choices: dict[str, Choice | None], shared: str | None, commands: dict[str, str],
-            max_drop: dict[str, float], slos: list[Slo], objective: str) -> str:
+            max_drop: dict[str, float], slos: list[LatencyLimit], objective: str) -> str:
     lines = []
     for task, c in choices.items():
         limits = constraints(max_drop, task, slos)
@@ -32,7 +32,7 @@ def as_text(choices: dict[str, Choice | None], shared: str | None, commands: dic
 
 
 def as_json(choices: dict[str, Choice | None], shared: str | None, commands: dict[str, str],
-            max_drop: dict[str, float], slos: list[Slo], objective: str) -> str:
+            max_drop: dict[str, float], slos: list[LatencyLimit], objective: str) -> str:
     return json.dumps({
         "objective": objective,
         "constraints": {task: constraints(max_drop, task, slos) for task in choices},

@@ -35,7 +35,7 @@ class Verdict:
 
 # A drop equal to the allowed margin passes: a difference of two scores computed in floating point can land a
 # few ulps above a margin it equals exactly (0.9 - 0.85 > 0.05).
-ROUNDING = 1e-12
+MARGIN_TOLERANCE = 1e-12
 
 
 def z_for(confidence: float) -> float:
@@ -64,19 +64,19 @@ def decide(rule: str, drop: float, low: float, high: float, n: int, margin: floa
     if n < min_n:
         return Verdict(INCONCLUSIVE, f"only {n} paired items (min_n {min_n})", min_n)
     if rule == "point":
-        if drop > margin + ROUNDING:
+        if drop > margin + MARGIN_TOLERANCE:
             return Verdict(REGRESSION, f"drop {drop:.3f} > margin {margin:.3f}")
         return Verdict(PASS, f"drop {drop:.3f} <= margin {margin:.3f}")
     evidence = _evidence(test, p, low, high)
     if rule == "significant":
-        if drop <= margin + ROUNDING:
+        if drop <= margin + MARGIN_TOLERANCE:
             return Verdict(PASS, f"drop {drop:.3f} within margin {margin:.3f}")
         if low > 0:
             return Verdict(REGRESSION, f"drop {drop:.3f} > margin {margin:.3f} and significant ({evidence})")
         return Verdict(INCONCLUSIVE, f"drop {drop:.3f} > margin {margin:.3f} but not significant ({evidence})",
                        items_to_resolve(sd, drop, confidence))
     if rule == "non-inferiority":
-        if high <= margin + ROUNDING:
+        if high <= margin + MARGIN_TOLERANCE:
             return Verdict(PASS, f"upper bound {high:+.3f} <= margin {margin:.3f} ({evidence})")
         if low > margin:
             return Verdict(REGRESSION, f"lower bound {low:+.3f} > margin {margin:.3f} ({evidence})")

@@ -7,4 +7,4 @@ inprocess  transformers in this process, for variants the engine cannot serve
 from evals.backends.inprocess import inprocess_lm
 from evals.backends.served import ServedLM
 
-BACKENDS = {"served": ServedLM, "inprocess": inprocess_lm}
+__all__ = ["ServedLM", "inprocess_lm"]

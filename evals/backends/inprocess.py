@@ -10,6 +10,7 @@ from lm_eval.models import huggingface
 from lm_eval.models.huggingface import HFLM
 from tqdm import tqdm
 
+from evals.kl import TOP_K
 from evals.tokens import split_ids
 
 _progress: ContextVar = ContextVar("inprocess_progress", default=None)
@@ -47,7 +48,7 @@ class InprocessLM(HFLM):
         with _reporting(self.progress):
             return super().loglikelihood(requests, disable_tqdm)
 
-    def topk_logprobs(self, pairs: list[tuple[str, str]], k: int = 20) -> list[list[dict[str, float]]]:
+    def topk_logprobs(self, pairs: list[tuple[str, str]], k: int = TOP_K) -> list[list[dict[str, float]]]:
         """Per (context, continuation): the top-k next-token logprobs at each continuation token, keyed by
         token text as the served backend keys them."""
         import torch

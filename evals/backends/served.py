@@ -13,6 +13,7 @@ from pathlib import Path
 import httpx
 from lm_eval.api.model import LM
 
+from evals.kl import TOP_K
 from evals.tokens import split_ids
 
 log = logging.getLogger(__name__)
@@ -70,7 +71,7 @@ class ServedLM(LM):
 
     # -- next-token distributions, for KL divergence against another variant -------------------------
 
-    def topk_logprobs(self, pairs: list[tuple[str, str]], k: int = 20) -> list[list[dict[str, float]]]:
+    def topk_logprobs(self, pairs: list[tuple[str, str]], k: int = TOP_K) -> list[list[dict[str, float]]]:
         """Per (context, continuation): for each continuation token, the top-k next-token logprobs there."""
         return self._run_all([self._continuation_topk(*self._split_ids(c, x), k) for c, x in pairs])
 

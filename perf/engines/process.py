@@ -39,25 +39,12 @@ def spawn(argv: list[str], env: dict[str, str], log_path: Path, grace_s: float =
                                 stderr=subprocess.STDOUT, env=env, start_new_session=True)
 
 
-def run_tied(argv: list[str], grace_s: float = 10.0, **popen_kwargs) -> subprocess.CompletedProcess:
-    """subprocess.run(argv, capture_output=True, text=True) behind a lifeline: the command's whole tree dies
-    with this process even if it is SIGKILLed, and an exception here (Ctrl-C, SIGTERM) stops the tree
-    (SIGTERM, grace_s, SIGKILL) before it goes on."""
-    with subprocess.Popen(lifeline_argv(grace_s) + argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                          text=True, **popen_kwargs) as proc:
-        try:
-            stdout, stderr = proc.communicate()
-        except BaseException:
-            proc.terminate()
-            proc.wait()
-            raise
-    return subprocess.CompletedProcess(argv, proc.returncode, stdout, stderr)
-
-
 def run_tied_streaming(argv: list[str], log_path: Path, on_line=None, grace_s: float = 10.0,
                        env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    """run_tied, with stdout and stderr together written to log_path line by line as the command prints
-    them (log_path is replaced: a killed run's partial log goes) and each line passed to on_line(line).
+    """subprocess.run(argv) behind a lifeline: the command's whole tree dies with this process even if it is
+    SIGKILLed, and an exception here (Ctrl-C, SIGTERM) stops the tree (SIGTERM, grace_s, SIGKILL) before it
+    goes on. stdout and stderr together are written to log_path line by line as the command prints them
+    (log_path is replaced: a killed run's partial log goes) and each line is passed to on_line(line).
     The CompletedProcess holds the whole output as stdout."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     env = {**(os.environ if env is None else env), "PYTHONUNBUFFERED": "1"}   # lines as they happen

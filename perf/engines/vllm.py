@@ -98,6 +98,10 @@ def serve_command(model_path: str | Path, served_name: str, args: dict[str, Any]
     kv = DEFAULT_ENV["VLLM_CPU_KVCACHE_SPACE"]
     return f"VLLM_CPU_KVCACHE_SPACE={kv} " + shlex.join(["python", "-m", ENTRYPOINT, "--model", *flags])
 
+# Grace for stopping a server that never became ready: vLLM turns an early SIGTERM into an exception inside its
+# start-up and can linger; a server that never served has nothing to drain.
+EARLY_STOP_GRACE_S = 3.0
+
 
 class VLLMServer:
     """`with VLLMServer(path, python=..., ...) as srv:` -> a ready server at srv.base_url.
@@ -186,9 +190,7 @@ class VLLMServer:
         try:
             self._wait_ready()
         except BaseException:   # includes KeyboardInterrupt during the (long) start-up
-            # Short grace: vLLM turns an early SIGTERM into an exception inside its start-up and can
-            # linger; a server that never served has nothing to drain.
-            self.stop(grace_s=min(self.stop_grace_s, 3.0))
+            self.stop(grace_s=min(self.stop_grace_s, EARLY_STOP_GRACE_S))
             raise
         self.startup_s = time.monotonic() - t0
         if self.engine_core_nice is not None:
@@ -228,7 +230,7 @@ class VLLMServer:
                 if self._ready(client):
                     return
                 if time.monotonic() > deadline:
-                    stop_group(self._proc, min(self.stop_grace_s, 3.0))
+                    stop_group(self._proc, min(self.stop_grace_s, EARLY_STOP_GRACE_S))
                     err = self._failure("")
                     last = f"; last error in log: {err.reason}" if err.reason else ""
                     raise EngineStartError(

@@ -169,7 +169,7 @@ def quantize(model_dir: Path, variant: Variant, texts: list[str] | None, calibra
     recipe = recipe_text(variant)
     if recipe is None:
         recipe = build_modifiers(variant)
-    described = recipe if isinstance(recipe, str) else [_describe(m) for m in recipe]
+    described = recipe if isinstance(recipe, str) else [_modifier_record(m) for m in recipe]
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype="auto")
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     if not isinstance(recipe, str):
@@ -189,7 +189,7 @@ def quantize(model_dir: Path, variant: Variant, texts: list[str] | None, calibra
     return {"backend": NAME, "recipe": described, "oneshot_seconds": round(oneshot_seconds, 3)}
 
 
-def _describe(modifier: Any) -> dict[str, Any]:
+def _modifier_record(modifier: Any) -> dict[str, Any]:
     """A modifier as {type: its explicitly set fields}: the manifest's record of what ran."""
     fields = modifier.model_dump(exclude_unset=True, mode="json")
     return {type(modifier).__name__: {k: v for k, v in fields.items() if not k.endswith("_")}}

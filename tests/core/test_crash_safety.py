@@ -17,7 +17,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from perf.engines.process import run_tied, spawn, stop_group
+from perf.engines.process import run_tied_streaming, spawn, stop_group
 from core.store import Cache, atomic_path, is_leftover, owner_tag, remove_leftovers, write_json
 from tests.helpers import REPO
 
@@ -42,7 +42,8 @@ def _owner(body: str, tmp_path: Path) -> subprocess.Popen:
     script.write_text(textwrap.dedent(f"""
         import subprocess, sys, threading, time
         sys.path.insert(0, {str(REPO)!r})
-        from perf.engines.process import command_pid, run_tied, spawn
+        from pathlib import Path
+        from perf.engines.process import command_pid, run_tied_streaming, spawn
         SERVER = {SERVER!r}
         log = {str(tmp_path / "server.log")!r}
     """) + textwrap.dedent(body))
@@ -122,16 +123,15 @@ def test_a_stopped_server_gets_sigterm_first_and_every_escaped_child_goes_too(tm
 def test_the_lifeline_exits_as_its_command_did(tmp_path):
     proc = spawn([sys.executable, "-c", "import os; os.kill(os.getpid(), 9)"], {}, tmp_path / "log")
     assert proc.wait(timeout=20) == -signal.SIGKILL
-    assert run_tied([sys.executable, "-c", "import sys; print('out'); sys.exit(4)"]).returncode == 4
-    assert run_tied([sys.executable, "-c", "print('out')"]).stdout == "out\n"
+    log = tmp_path / "tied.log"
+    assert run_tied_streaming([sys.executable, "-c", "import sys; print('out'); sys.exit(4)"], log).returncode == 4
+    assert run_tied_streaming([sys.executable, "-c", "print('out')"], log).stdout == "out\n"
 
 
-@pytest.mark.parametrize("call", ['run_tied([sys.executable, "-c", SERVER + "\\n"], grace_s=5)',
-                                  'from pathlib import Path\nfrom perf.engines.process import run_tied_streaming\n'
-                                  'run_tied_streaming([sys.executable, "-c", SERVER + "\\n"], Path(log + ".q"), grace_s=5)'])
-def test_a_tied_command_and_its_children_die_with_a_sigkilled_owner(tmp_path, call):
+def test_a_tied_command_and_its_children_die_with_a_sigkilled_owner(tmp_path):
     """The quantizer runs this way (streamed to quantize.log): `python -m quantize` and the worker it starts."""
-    owner = _owner(call + "\n", tmp_path)
+    owner = _owner('run_tied_streaming([sys.executable, "-c", SERVER + "\\n"], Path(log + ".q"), grace_s=5)\n',
+                   tmp_path)
     deadline = time.monotonic() + 30
     while not (tree := psutil.Process(owner.pid).children(recursive=True))[3:]:
         assert time.monotonic() < deadline

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from quant.measure import STAGE_EVAL, _collect_eval, _run_eval
+from quant.eval_stage import STAGE_EVAL, collect_eval, run_eval
 from quant.progress import Reporter
 from core.recipe import Task
 from core.store import Cache
@@ -28,10 +28,10 @@ def sweep(tmp_path_factory):
     root = tmp_path_factory.mktemp("sweep")
     ctx = SimpleNamespace(cache=Cache(root / "cache"), reporter=Reporter(quiet=True))
     task = Task(name="gsm8k", data_files=DEMO_MATH, num_fewshot=0, limit=5)
-    _run_eval(ctx, inprocess_lm(REPO / "demo/model"), task, "k1", "bf16")
+    run_eval(ctx, inprocess_lm(REPO / "demo/model"), task, "k1", "bf16")
     record = {"accuracy": {}}
     for run in ("run", "rerun"):   # the rerun is a cached one: no eval, the same files
-        _collect_eval(ctx, "k1", "gsm8k", record, root / run / "variants" / "bf16", "inprocess")
+        collect_eval(ctx, "k1", "gsm8k", record, root / run / "variants" / "bf16", "inprocess")
     (root / "run" / "results.json").write_text(json.dumps(results({"bf16": {"status": "ok", **record}})))
     return root, ctx
 

@@ -13,14 +13,14 @@ import pytest
 from perf.lengths import longest, sample_lengths
 from demo import DEMO_MODEL_DIR
 from core.recipe import parse_recipe
-from quant.sweep import DEFAULT_SEQ_TOKENS, _memory
+from quant.perf_stage import DEFAULT_SEQ_TOKENS, memory_columns
 
 HEAD = "name: m\nmodel: demo\nvariants: [{name: bf16, baseline: true}]\ntasks: [demo_math]\n"
 
 
 def _columns(workloads: str) -> dict:
     recipe = parse_recipe(HEAD + f"perf:\n  workloads: {workloads}\n")
-    return _memory(SimpleNamespace(recipe=recipe), recipe.baseline, DEMO_MODEL_DIR, 7_000_000)
+    return memory_columns(SimpleNamespace(recipe=recipe), recipe.baseline, DEMO_MODEL_DIR, 7_000_000)
 
 
 @pytest.mark.parametrize("workloads, seq", [
@@ -52,7 +52,7 @@ def test_a_distribution_without_max_counts_its_999th_percentile():
     for spec in (workload.prompt_tokens, workload.output_tokens):
         beyond = np.mean(np.asarray(sample_lengths(spec, 200_000, rng)) > longest(spec))
         assert 0.0002 < beyond < 0.002
-    columns = _memory(SimpleNamespace(recipe=recipe), recipe.baseline, DEMO_MODEL_DIR, 7_000_000)
+    columns = memory_columns(SimpleNamespace(recipe=recipe), recipe.baseline, DEMO_MODEL_DIR, 7_000_000)
     assert columns["seq_tokens"] == longest(workload.prompt_tokens) + longest(workload.output_tokens)
 
 

@@ -76,17 +76,19 @@ class RecordingReporter(Reporter):
 def test_the_sweep_streams_the_quantizer_log_and_drives_its_progress_line(tmp_path):
     from core.recipe import parse_recipe
     from core.store import Cache
-    from quant.sweep import Context, ensure_checkpoint
+    from quant.context import SweepContext
+    from quant.quantize_stage import checkpoint_for
 
     recipe = parse_recipe("name: r\nmodel: demo\ntasks: [demo_math]\nvariants:\n  - {name: b, baseline: true}\n"
                           "  - {name: rtn, scheme: W4A16, algorithm: rtn}\n")
     reporter = RecordingReporter()
-    ctx = Context(recipe=recipe, out=tmp_path / "run", cache=Cache(tmp_path / "cache"), model_dir=DEMO_MODEL,
-                  model_key="demo", engine_python=sys.executable, engine_version=None, reporter=reporter)
+    ctx = SweepContext(recipe=recipe, out=tmp_path / "run", cache=Cache(tmp_path / "cache"), model_dir=DEMO_MODEL,
+                        model_key="demo", engine_python=sys.executable, engine_version=None, reporter=reporter)
     stale = tmp_path / "run/variants/rtn/quantize.log"
     stale.parent.mkdir(parents=True)
     stale.write_text("QUANTIZE-PROGRESS: 0/2 steps quantizing\n(killed here)\n")
-    path, _, manifest = ensure_checkpoint(ctx, recipe.variant("rtn"))
+    checkpoint = checkpoint_for(ctx, recipe.variant("rtn"))
+    path, manifest = checkpoint.path, checkpoint.manifest
     log = stale.read_text()
     assert "(killed here)" not in log   # the re-run replaced the partial log
     assert log.index("QUANTIZE-PROGRESS: 0/2 steps quantizing") < log.index("QUANTIZE-PROGRESS: 2/2 steps done")

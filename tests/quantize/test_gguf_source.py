@@ -168,7 +168,7 @@ def test_without_the_gguf_package_the_error_says_how_to_install_it(tmp_path, mod
 def test_the_report_says_the_baseline_was_dequantized(tmp_path):
     from types import SimpleNamespace
 
-    from quant.sweep import _original_manifest
+    from quant.quantize_stage import _original_manifest
     from reports.markdown import model_notes
     from tests.fixtures import typed_results
 

@@ -284,7 +284,7 @@ def test_dense_needs_weight_only(tmp_path):
         check_weight_only(tmp_path)
 
 
-def test_subprocess_runner(probe_model, tmp_path):
+def test_quantize_in_subprocess(probe_model, tmp_path):
     from quantize import QuantizeError, quantize_in_subprocess
 
     log = tmp_path / "q.log"

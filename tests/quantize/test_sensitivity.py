@@ -7,7 +7,7 @@ import pytest
 
 from quant.progress import Reporter
 from core.recipe import Calibration, Sensitivity, Task, Variant, WeightSpec, parse_recipe, RecipeError
-from quant.sensitivity import ranking, with_kept_modules, write_report
+from quant.sensitivity_stage import ranking, with_kept_modules, write_report
 from core.store import Cache
 from quantize.sensitivity import fake_quantize_weight, is_kept, keep_random, keep_top, units_of, weight_args
 from tests.helpers import DEMO_MODEL

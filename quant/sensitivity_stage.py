@@ -1,5 +1,5 @@
-"""`quant sensitivity` and the sweep's `sensitivity: {keep_top: K}`: a variant's per-unit ranking (see
-quantize/sensitivity.py), cached by content, and its report (sensitivity.json, .md and .png)."""
+"""The sensitivity stage (`quant sensitivity`, and the sweep's `sensitivity: {keep_top: K}`): a variant's per-unit
+ranking (the analysis is quantize/sensitivity.py), cached by content, and its report (sensitivity.json, .md, .png)."""
 
 from __future__ import annotations
 
@@ -61,7 +61,7 @@ def with_kept_modules(variant: Variant, result: dict) -> tuple[Variant, list[dic
 def render_markdown(result: dict, spec: Sensitivity | None = None) -> str:
     tasks = list(result["baseline_loss"])
     lines = [f"# Sensitivity of {result['variant']} ({result['by']}s)", "",
-             f"Each unit alone quantized with the variant's weights ({_describe(result['weights'])}), round to "
+             f"Each unit alone quantized with the variant's weights ({weights_label(result['weights'])}), round to "
              f"nearest; the rest in 16-bit. *KL*: mean KL divergence (nats/token) of next-token distributions from "
              f"the unquantized model's on {result['calibration_texts']} calibration texts (its top "
              f"{result['top_k']} tokens + the rest). *Δ loss*: change in mean NLL of the gold answers "
@@ -82,7 +82,7 @@ def render_markdown(result: dict, spec: Sensitivity | None = None) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _describe(weights: dict) -> str:
+def weights_label(weights: dict) -> str:
     strategy = weights.get("strategy")
     group = f" group {weights['group_size']}" if strategy == "group" else f" per {strategy}"
     return f"int{weights.get('num_bits')} {'sym' if weights.get('symmetric', True) else 'asym'}{group}"
@@ -103,7 +103,7 @@ def render_plot(result: dict, path: Path) -> None:
     ax.invert_yaxis()
     ax.set_xscale("log")
     ax.set_xlabel("KL vs unquantized (nats/token), one unit quantized")
-    ax.set_title(f"sensitivity of {result['variant']} ({_describe(result['weights'])})")
+    ax.set_title(f"sensitivity of {result['variant']} ({weights_label(result['weights'])})")
     handles = [plt.Rectangle((0, 0), 1, 1, color=colors[k]) for k in kinds]
     ax.legend(handles, kinds, fontsize=7, loc="lower right")
     fig.tight_layout()

@@ -1,0 +1,64 @@
+"""What the stages of one sweep share: the typed context, a variant's checkpoint, and the error a stage raises
+when it fails for one variant (the sweep records it and goes on)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from core.hashing import digest
+from core.recipe import Recipe
+from core.store import Cache
+from quant.progress import Reporter
+
+
+class StageError(Exception):
+    """A stage failed for this variant; the message is the reason recorded in results.json."""
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """What the quantize stage hands the measuring stages."""
+    path: Path
+    key: str              # content key of the weights: every later stage's cache key starts from it
+    manifest: dict
+    size_bytes: int       # the .safetensors files
+
+
+@dataclass(frozen=True)
+class KlReference:
+    """The baseline's answers to one task's first items and its top-k next-token log-probabilities on them."""
+    key: str
+    pairs: list           # [doc_id, prompt, answer]
+    topk: list
+
+
+@dataclass(frozen=True)
+class Session:
+    """What the measuring stages run through: an lm-eval LM (with topk_logprobs), and the live server if served."""
+    lm: Any
+    server: Any = None
+
+
+@dataclass
+class SweepContext:
+    recipe: Recipe
+    out: Path
+    cache: Cache
+    model_dir: Path
+    model_key: str
+    engine_python: str
+    engine_version: str | None
+    reporter: Reporter
+    retry_failed: bool = False
+    kl_reference: dict[str, KlReference] = field(default_factory=dict)   # task -> the baseline's, once measured
+    model_source: dict | None = None   # what a GGUF model was before it was dequantized
+
+    @property
+    def engine_key(self) -> str:
+        e = self.recipe.engine
+        return digest(e.kind, e.args, e.env, e.dtype, self.engine_version)
+
+    def variant_dir(self, name: str) -> Path:
+        return self.out / "variants" / name

@@ -1,0 +1,88 @@
+"""The eval stage of a sweep: each task of the recipe scored on one variant (served or in-process), cached by
+content with its per-item records and lm-eval's own output files, then copied into the variant's directory."""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from pathlib import Path
+
+from core.hashing import digest, file_digest, tree_digest, versions
+from core.recipe import Task, Variant
+from core.store import copy_file
+from core.run_layout import LM_EVAL_DIR as LM_EVAL
+from evals import task_facts
+from evals.runner import evaluate_task
+from quant.context import Checkpoint, Session, SweepContext
+
+STAGE_EVAL = "evals"
+
+
+def eval_key(ctx: SweepContext, task: Task, ckpt_key: str, backend: str, engine_args: dict | None = None) -> str:
+    """Served evals depend on the engine's flags too (e.g. an FP8 KV cache changes the outputs)."""
+    task_dir = task_facts.task_dir(task.name)
+    task_src = tree_digest(task_dir) if task_dir.is_dir() else task.name
+    options = task.lm_eval_options()
+    files = options.pop("data_files", None)
+    files = {"test": files} if isinstance(files, str) else files or {}
+    data = {split: file_digest(Path(path)) for split, path in files.items()}
+    engine = (digest(ctx.engine_key, engine_args or {}) if backend == "served"
+              else digest(versions("transformers", "compressed-tensors")))
+    return digest("eval", "lm-eval-files", ckpt_key, task.name, task_src, task.limit, options, data, backend,
+                  engine, versions("lm_eval"))
+
+
+class EvalStage:
+    """Every task of the recipe on one variant through one backend ("served" or "inprocess")."""
+
+    def __init__(self, ctx: SweepContext, variant: Variant, checkpoint: Checkpoint, backend: str,
+                 engine_args: dict | None = None):
+        self.ctx, self.variant, self.backend = ctx, variant, backend
+        self.keys = {t.key: eval_key(ctx, t, checkpoint.key, backend, engine_args) for t in ctx.recipe.tasks}
+        self.todo = [t for t in ctx.recipe.tasks if not ctx.cache.has(STAGE_EVAL, self.keys[t.key])]
+
+    def pending(self) -> bool:
+        return bool(self.todo)
+
+    def run(self, session: Session) -> None:
+        for task in self.todo:
+            run_eval(self.ctx, session.lm, task, self.keys[task.key], self.variant.name)
+
+    def collect(self, record: dict) -> None:
+        vdir = self.ctx.variant_dir(self.variant.name)
+        for name, key in self.keys.items():
+            collect_eval(self.ctx, key, name, record, vdir, self.backend)
+
+
+def run_eval(ctx: SweepContext, lm, task: Task, key: str, model_name: str) -> None:
+    size = task_facts.size(task.name)
+    total = size if task.limit is None else min(task.limit, size or task.limit)
+    with ctx.reporter.bar(f"  eval {task.key}", total=total) as advance:
+        if hasattr(lm, "progress"):
+            lm.progress = advance
+        started = time.time()
+        with tempfile.TemporaryDirectory(prefix="quant-lm-eval-") as scratch:
+            summary, samples = evaluate_task(lm, task, lm_eval_dir=Path(scratch), model_name=model_name)
+            summary["eval_seconds"] = round(time.time() - started, 2)
+            lm_eval_files = {f"{LM_EVAL}/{path.name}": path for path in Path(scratch).glob("*/*")}
+            ctx.cache.save_json(STAGE_EVAL, key, summary, extra={"samples.jsonl": samples}, files=lm_eval_files)
+    primary = summary["primary"]
+    ctx.reporter.log(f"  {task.key}: {primary} {summary[primary]['value']:.3f} "
+                     f"(n={summary[primary]['n']}, {summary['eval_seconds']:.1f}s)")
+
+
+def collect_eval(ctx: SweepContext, key: str, task: str, record: dict, vdir: Path, backend: str) -> None:
+    summary = ctx.cache.load_json(STAGE_EVAL, key)
+    primary = summary["primary"]
+    record["accuracy"][task] = {"metric": primary, **summary[primary], "backend": backend,
+                                "metrics": {m: v for m, v in summary.items() if m != "primary"}}
+    copy_file(ctx.cache.path(STAGE_EVAL, key) / "samples.jsonl", vdir / "evals" / f"{task}.jsonl")
+    _collect_lm_eval(ctx.cache.path(STAGE_EVAL, key) / LM_EVAL, vdir)
+
+
+def _collect_lm_eval(cached: Path, vdir: Path) -> None:
+    """lm-eval's layout, output_path/<model_name_sanitized>/, so its tooling reads variants/<v>/lm_eval."""
+    from lm_eval.utils import sanitize_model_name
+
+    for src in sorted(cached.glob("*")) if cached.is_dir() else []:
+        copy_file(src, vdir / LM_EVAL / sanitize_model_name(vdir.name) / src.name)

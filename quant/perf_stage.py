@@ -1,0 +1,86 @@
+"""The perf stage of a sweep: each workload of the recipe against the variant's live server, cached by content
+with its per-request records; and the memory columns (what fits on the deploy target), which need no server."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from core.hashing import digest
+from core.recipe import Variant
+from core.recipe_perf import Workload
+from core.store import copy_file
+from perf.memory import account
+from perf.requests import longest_request
+from perf.run import level_label, requests_in, run_workload
+from quant.context import Checkpoint, Session, SweepContext
+
+STAGE_PERF = "perf"
+DEFAULT_SEQ_TOKENS = 2048   # the memory columns' sequence length when the recipe has no workloads
+
+
+def perf_key(ctx: SweepContext, workload: Workload, ckpt_key: str, engine_args: dict) -> str:
+    slo = ctx.recipe.perf.slo.bounds() if ctx.recipe.perf.slo else None
+    return digest("perf", ckpt_key, workload.model_dump(mode="json"), ctx.engine_key, engine_args, slo,
+                  ctx.recipe.engine.engine_core_nice)
+
+
+class PerfStage:
+    """Every workload of the recipe on one served variant (`session.server`)."""
+
+    def __init__(self, ctx: SweepContext, variant: Variant, checkpoint: Checkpoint, engine_args: dict):
+        self.ctx, self.variant, self.checkpoint = ctx, variant, checkpoint
+        self.keys = {w.name: perf_key(ctx, w, checkpoint.key, engine_args) for w in ctx.recipe.perf.workloads}
+        self.todo = [w for w in ctx.recipe.perf.workloads if not ctx.cache.has(STAGE_PERF, self.keys[w.name])]
+
+    def pending(self) -> bool:
+        return bool(self.todo)
+
+    def run(self, session: Session) -> None:
+        ctx = self.ctx
+        slo = ctx.recipe.perf.slo.bounds() if ctx.recipe.perf.slo else None
+        for workload in self.todo:
+            levels = workload.levels()
+            label = f"{levels[0][0]} " + ", ".join(f"{level:g}" for _, level in levels)
+            with ctx.reporter.bar(f"  perf {workload.name} ({label})", requests_in(workload)) as advance:
+                result = run_workload(session.server, self.variant.name, self.checkpoint.path, workload,
+                                      progress=lambda done, _total: advance(1), slo=slo)
+            records = [{"level": level, **r} for level, rs in result.pop("records").items() for r in rs]
+            ctx.cache.save_json(STAGE_PERF, self.keys[workload.name], result, extra={"records.jsonl": records})
+            self._log(workload.name, result)
+
+    def collect(self, record: dict) -> None:
+        vdir = self.ctx.variant_dir(self.variant.name)
+        for name, key in self.keys.items():
+            result = self.ctx.cache.load_json(STAGE_PERF, key)
+            record["perf"][name] = result
+            for memory in ("server_rss_bytes", "server_gpu_bytes"):
+                if result.get(memory):
+                    record["memory"][memory] = max(record["memory"].get(memory, 0), result[memory])
+            copy_file(self.ctx.cache.path(STAGE_PERF, key) / "records.jsonl", vdir / "perf" / f"{name}.jsonl")
+
+    def _log(self, name: str, result: dict) -> None:
+        log = self.ctx.reporter.log
+        for p in result["points"]:
+            if p["errors"] == p["n"]:
+                log(f"  {name} {level_label(p)}: every request failed: {p.get('first_error')}", style="red")
+                continue
+            log(f"  {name} {level_label(p)}: {p['output_tokens_per_s']:.0f} out tok/s, "
+                f"{p['requests_per_s']:.1f} req/s, TTFT p99 {p['ttft_ms']['p99']:.0f} ms, "
+                f"TPOT p99 {p['tpot_ms']['p99']:.1f} ms, errors {p['errors']}"
+                + (f", SLO met by {p['slo_attainment']:.0%} (goodput {p['goodput_rps']:.1f} req/s)"
+                   if "slo_attainment" in p else ""))
+
+
+def memory_columns(ctx: SweepContext, variant: Variant, checkpoint: Path, weights_bytes: int) -> dict:
+    """Weights, KV bytes per token and sequences that fit, for sequences as long as the first workload's
+    longest request."""
+    perf = ctx.recipe.perf
+    first = perf.workloads[0] if perf.workloads else None
+    engine_args = {**ctx.recipe.engine.args, **variant.engine_args}
+    try:
+        seq = longest_request(first) if first else DEFAULT_SEQ_TOKENS
+        memory = account(checkpoint, weights_bytes, engine_args, seq, perf.accelerator_memory_gib,
+                         perf.memory_utilization)
+    except (OSError, KeyError, ValueError):
+        return {"weights_bytes": weights_bytes}
+    return {**memory, "seq_from": f"longest request of workload {first.name}" if first else "default (no workloads)"}
