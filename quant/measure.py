@@ -61,7 +61,6 @@ def measure_served(ctx, variant, checkpoint: Path, ckpt_key: str, record: dict, 
     """Evals and perf through a live server. Returns the engine's reason if it cannot serve the variant."""
     from evals.backends.served import ServedLM
     from perf.engines import ENGINES, EngineStartError
-    from perf.run import requests_in, run_workload
     from quant.sweep import perf_key, task_key
 
     engine_args = {**ctx.recipe.engine.args, **variant.engine_args}
@@ -87,16 +86,8 @@ def measure_served(ctx, variant, checkpoint: Path, ckpt_key: str, record: dict, 
                 for task in todo_tasks:
                     _run_eval(ctx, lm, task, eval_keys[task.key], variant.name)
                 kl_stage.run(ctx, variant, lm, todo_kl, eval_keys)
-                for workload in todo_perf:
-                    levels = workload.levels()
-                    label = f"{levels[0][0]} " + ", ".join(f"{level:g}" for _, level in levels)
-                    with ctx.reporter.bar(f"  perf {workload.name} ({label})", requests_in(workload)) as advance:
-                        result = run_workload(server, variant.name, checkpoint, workload,
-                                              progress=lambda done, _total: advance(1), slo=slo)
-                    records = [{"level": level, **r} for level, rs in result.pop("records").items() for r in rs]
-                    ctx.cache.save_json(STAGE_PERF, perf_keys[workload.name], result,
-                                        extra={"records.jsonl": records})
-                    _log_perf(ctx, workload.name, result)
+                if todo_perf:
+                    _run_perf(ctx, server, variant, checkpoint, todo_perf, perf_keys, slo)
         except EngineStartError as exc:
             return exc.reason
     else:
@@ -108,6 +99,27 @@ def measure_served(ctx, variant, checkpoint: Path, ckpt_key: str, record: dict, 
         _collect_perf(ctx, key, name, record, vdir)
     record["serve_command"] = engine.deploy_command   # the same whether this run started a server or not
     return None
+
+
+def _run_perf(ctx, server, variant, checkpoint: Path, workloads: list, perf_keys: dict[str, str], slo) -> None:
+    from perf.isolation import exclusive_perf
+    from perf.run import requests_in, run_workload
+
+    def waiting(lock: str) -> None:
+        ctx.reporter.log(f"  perf: waiting for the {lock} perf lock (another variant is being measured there)")
+
+    with exclusive_perf(ctx.recipe.execution.perf_isolation, on_wait=waiting) as where:
+        for workload in workloads:
+            levels = workload.levels()
+            label = f"{levels[0][0]} " + ", ".join(f"{level:g}" for _, level in levels)
+            started = time.time()
+            with ctx.reporter.bar(f"  perf {workload.name} ({label})", requests_in(workload)) as advance:
+                result = run_workload(server, variant.name, checkpoint, workload,
+                                      progress=lambda done, _total: advance(1), slo=slo)
+            result["placement"] = {**where, "started": round(started, 3), "finished": round(time.time(), 3)}
+            records = [{"level": level, **r} for level, rs in result.pop("records").items() for r in rs]
+            ctx.cache.save_json(STAGE_PERF, perf_keys[workload.name], result, extra={"records.jsonl": records})
+            _log_perf(ctx, workload.name, result)
 
 
 def measure_inprocess(ctx, variant, checkpoint: Path, ckpt_key: str, record: dict, vdir: Path) -> None:

@@ -19,6 +19,7 @@ from evals.registry import TASKS_DIR, check_code_isolation
 from perf.engines.process import engine_warnings, log_since, run_tied_streaming
 from core.hashing import digest, file_digest, tree_digest, versions
 from quant.models import resolve_model
+from quant.executors import run_variants
 from quant.progress import Reporter
 from core.recipe import Recipe, Variant
 from core.store import Cache, read_json, remove_leftovers, write_json, write_jsonl
@@ -100,11 +101,9 @@ def _sweep(recipe: Recipe, out: Path, recipe_path: Path | None, cache_dir: Path 
     if unisolated:
         reporter.log(f"[yellow]warning[/yellow]: generated code of {', '.join(unisolated)} runs on this host without "
                      f"isolation (opted in; {results['code_sandbox']})")
-    for variant in sorted(recipe.variants, key=lambda v: not v.baseline):  # KL needs the baseline first
-        if only and variant.name not in only:
-            continue
-        reporter.log(f"[bold cyan]{variant.name}[/bold cyan]")
-        results["variants"][variant.name] = run_variant(ctx, variant)
+    chosen = [v for v in recipe.variants if not only or v.name in only]
+    for variant, record in run_variants(ctx, chosen, recipe.execution, run_one=run_variant):
+        results["variants"][variant.name] = record
         if variant.baseline:
             results["baseline_zero_tasks"] = warn_zero_baseline(results["variants"][variant.name], reporter)
         _save(out, results)
@@ -137,7 +136,7 @@ def _now() -> str:
 
 def _load_previous(out: Path, recipe: Recipe) -> dict:
     results = {"recipe_name": recipe.name, "recipe": recipe.model_dump(mode="json"),
-               "recipe_hash": digest(recipe.model_dump(mode="json")), "model": recipe.model,
+               "recipe_hash": recipe.content_hash(), "model": recipe.model,
                "baseline": recipe.baseline.name, "started": _now(), "variants": {}}
     previous = out / "results.json"
     if previous.exists():
