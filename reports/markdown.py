@@ -77,7 +77,7 @@ def render_markdown(results: dict, run_dir=None) -> str:
         if any(p99_unreliable(r) for r in rows):
             lines += ["", P99_FOOTNOTE]
         lines.append("")
-    lines += checkpoints_table(results)
+    lines += checkpoints_table(results) + placement_table(results)
     failures = [(n, v) for n, v in results["variants"].items() if v["status"] != "ok"]
     if failures:
         lines += ["## Variants not fully measured", ""]
@@ -96,6 +96,26 @@ def model_notes(results: dict) -> list[str]:
         notes.append(f"**Warning:** the baseline scores 0 on {', '.join(zero)}: "
                      f"{'that task' if len(zero) == 1 else 'those tasks'} cannot detect regressions for this model.")
     return [n for note in notes for n in (note, "")]
+
+
+PLACEMENT_HEADERS = ["variant", "workload", "node", "GPUs", "perf isolation", "waited for lock"]
+
+
+def placement_rows(results: dict) -> list[list[str]]:
+    """Where each perf point ran: numbers of variants measured at the same time on one node are comparable
+    only under perf isolation (README, "Sweeps across GPUs and nodes")."""
+    return [[name, workload, p["placement"]["node"], ", ".join(p["placement"]["gpus"]) or "none",
+             p["placement"]["isolation"], f"{p['placement']['waited_s']:.1f} s"]
+            for name, v in results["variants"].items() for workload, p in v.get("perf", {}).items()
+            if p.get("placement")]
+
+
+def placement_table(results: dict) -> list[str]:
+    rows = placement_rows(results)
+    if not rows:
+        return []
+    return (["## Where perf was measured", "", "| " + " | ".join(PLACEMENT_HEADERS) + " |",
+             "|" + "---|" * len(PLACEMENT_HEADERS)] + ["| " + " | ".join(row) + " |" for row in rows] + [""])
 
 
 def checkpoints_table(results: dict) -> list[str]:

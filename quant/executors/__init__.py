@@ -5,6 +5,7 @@ variants finish: the executor decides where a variant runs, never what it record
 
 from __future__ import annotations
 
+import time
 from typing import Callable, Iterator
 
 from core.recipe import Execution, Variant
@@ -16,8 +17,9 @@ RunOne = Callable[..., dict]
 def run_local(ctx, variants: list[Variant], execution: Execution, run_one: RunOne) -> Iterator[tuple[Variant, dict]]:
     for variant in variants:
         ctx.reporter.log(f"[bold cyan]{variant.name}[/bold cyan]")
+        started = time.time()
         record = run_one(ctx, variant)
-        record["ran_on"] = {**placement(), "executor": "local"}
+        record["ran_on"] = {**placement(), "executor": "local", "started": started, "finished": time.time()}
         yield variant, record
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import time
 from typing import Iterator
 
 import ray
@@ -56,9 +57,13 @@ def _variant_task(ctx, variant: Variant, run_one, permit_unisolated: bool) -> tu
     from quant.progress import Reporter
 
     ctx = dataclasses.replace(ctx, reporter=Reporter(prefix=variant.name))
+    # A server with vLLM's own `distributed_executor_backend: ray` joins this cluster for its GPUs.
+    os.environ.setdefault("RAY_ADDRESS", ray.get_runtime_context().gcs_address)
+    started = time.time()
     with sandbox.permit_unisolated(permit_unisolated):
         record = run_one(ctx, variant)
-    record["ran_on"] = {**placement(), "executor": "ray", "node_id": ray.get_runtime_context().get_node_id()}
+    record["ran_on"] = {**placement(), "executor": "ray", "node_id": ray.get_runtime_context().get_node_id(),
+                        "started": started, "finished": time.time()}
     return record, (ctx.kl_reference if variant.baseline else {})
 
 
