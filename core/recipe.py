@@ -8,6 +8,7 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
+from core.hashing import digest
 from core.recipe_perf import Perf
 from core.strict import Strict
 
@@ -220,6 +221,18 @@ class Gates(Strict):
         return margin
 
 
+class Execution(Strict):
+    """Where a sweep's variants run. Results never depend on it: `ray` gives the same records as `local`."""
+    executor: Literal["local", "ray"] = "local"
+    # A running cluster ("auto", "ray://head:10001", "10.0.0.1:6379"); none: `ray` starts a local one
+    ray_address: str | None = None
+    # Perf stages that may run at the same time: never two on one node (node), never two on one GPU (gpu),
+    # or no restriction (none: numbers of variants measured side by side are not comparable).
+    perf_isolation: Literal["node", "gpu", "none"] = "node"
+    retries: int = Field(default=1, ge=0, le=5)          # re-runs of a variant whose worker or node died
+    cpus_per_variant: float = Field(default=1, gt=0)     # logical CPUs a variant's Ray task holds
+
+
 class Recipe(Strict):
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
     model: str                         # "demo", a local path or a hub id
@@ -234,6 +247,11 @@ class Recipe(Strict):
     # Run model-generated code without isolation where bubblewrap is missing (and lm-eval's own code tasks,
     # which never use it); like --allow-unisolated-code. Off: such a sweep is refused before it starts.
     allow_unisolated_code: bool = False
+    execution: Execution = Field(default_factory=Execution)
+
+    def content_hash(self) -> str:
+        """What the recipe measures; how it is executed (local or on Ray) is not part of it."""
+        return digest(self.model_dump(mode="json", exclude={"execution"}))
 
     @field_validator("tasks", mode="before")
     @classmethod

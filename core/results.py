@@ -125,8 +125,26 @@ class PerfPoint(Record):
     server_check: dict[str, Any] | None = None
     server_rss_bytes: Count | None = None
     server_gpu_bytes: Count | None = None
-    node: StrictStr | None = None          # placeholders for multi-node / multi-GPU runs; unset today
-    accelerator: StrictStr | None = None
+
+
+class Placement(Record):
+    """Where a workload's perf stage ran, under which perf isolation, and when it held the lock."""
+    node: StrictStr
+    gpus: list[StrictStr] = []
+    isolation: Literal["node", "gpu", "none"]
+    waited_s: Number
+    started: Number
+    finished: Number
+
+
+class RanOn(Record):
+    """Where a variant's pipeline ran (executor local or ray) and when."""
+    node: StrictStr
+    gpus: list[StrictStr] = []
+    executor: Literal["local", "ray"]
+    node_id: StrictStr | None = None      # Ray's id of the node
+    started: Number
+    finished: Number
 
 
 class WorkloadResult(Record):
@@ -142,6 +160,7 @@ class WorkloadResult(Record):
     server_gpu_bytes: Count | None = None
     server_command: list[StrictStr] | None = None
     engine_core_nice: StrictInt | None = None
+    placement: Placement | None = None
 
 
 class Memory(Record):
@@ -176,6 +195,7 @@ class VariantRecord(Record):
     serve_command: list[StrictStr] | None = None
     served: StrictBool | None = None
     eval_backend: StrictStr | None = None
+    ran_on: RanOn | None = None
 
     @property
     def ok(self) -> bool:

@@ -59,6 +59,7 @@ def cmd_sweep(args) -> int:
     from quant.validate import check_file
 
     recipe, _ = check_file(args.recipe)   # every problem at once (RecipeError: exit 2), before any work
+    recipe = _with_execution(recipe, args)
     out = Path(args.out) if args.out else Path("runs") / recipe.name
     try:
         results = run_sweep(recipe, out, recipe_path=Path(args.recipe), reporter=Reporter(quiet=args.quiet),
@@ -75,6 +76,17 @@ def cmd_sweep(args) -> int:
     except (OSError, sqlite3.Error) as exc:  # the results are on disk; history is a convenience
         print(f"warning: not recorded in {db_path()}: {exc}", file=sys.stderr)
     return _sweep_exit(results, args.only, args.allow_failed)
+
+
+def _with_execution(recipe, args):
+    """--executor/--ray-address win over the recipe's `execution:` section."""
+    overrides = {k: v for k, v in {"executor": args.executor, "ray_address": args.ray_address}.items() if v}
+    if args.ray_address and not args.executor:
+        overrides["executor"] = "ray"
+    if not overrides:
+        return recipe
+    execution = recipe.execution.model_validate({**recipe.execution.model_dump(), **overrides})
+    return recipe.model_copy(update={"execution": execution})
 
 
 def _sweep_exit(results: dict, only: list[str] | None, allow_failed: bool) -> int:
@@ -271,6 +283,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--allow-failed", action="store_true", help="exit 0 even when a variant failed")
     s.add_argument("--strict", action="store_true", help=argparse.SUPPRESS)  # the default now; kept for old scripts
     s.add_argument("--allow-unisolated-code", action="store_true", help=UNISOLATED_HELP)
+    s.add_argument("--executor", choices=["local", "ray"],
+                   help="where variants run: one after another here (local, the default) or fanned out on Ray")
+    s.add_argument("--ray-address", metavar="ADDR",
+                   help="a running Ray cluster (implies --executor ray; default: start a local one)")
     s.add_argument("--quiet", action="store_true")
     s.set_defaults(func=cmd_sweep)
 

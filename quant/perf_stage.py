@@ -3,12 +3,14 @@ with its per-request records; and the memory columns (what fits on the deploy ta
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from core.hashing import digest
 from core.recipe import Variant
 from core.recipe_perf import Workload
 from core.store import copy_file
+from perf.isolation import exclusive_perf
 from perf.memory import account
 from perf.requests import longest_request
 from perf.run import level_label, requests_in, run_workload
@@ -36,17 +38,26 @@ class PerfStage:
         return bool(self.todo)
 
     def run(self, session: Session) -> None:
+        """Under the perf lock of the recipe's perf isolation: variants measured side by side (the Ray
+        executor, or two sweeps on one machine) never share what they measure."""
         ctx = self.ctx
         slo = ctx.recipe.perf.slo.bounds() if ctx.recipe.perf.slo else None
-        for workload in self.todo:
-            levels = workload.levels()
-            label = f"{levels[0][0]} " + ", ".join(f"{level:g}" for _, level in levels)
-            with ctx.reporter.bar(f"  perf {workload.name} ({label})", requests_in(workload)) as advance:
-                result = run_workload(session.server, self.variant.name, self.checkpoint.path, workload,
-                                      progress=lambda done, _total: advance(1), slo=slo)
-            records = [{"level": level, **r} for level, rs in result.pop("records").items() for r in rs]
-            ctx.cache.save_json(STAGE_PERF, self.keys[workload.name], result, extra={"records.jsonl": records})
-            self._log(workload.name, result)
+
+        def waiting(lock: str) -> None:
+            ctx.reporter.log(f"  perf: waiting for the {lock} perf lock (another variant is being measured there)")
+
+        with exclusive_perf(ctx.recipe.execution.perf_isolation, on_wait=waiting) as where:
+            for workload in self.todo:
+                levels = workload.levels()
+                label = f"{levels[0][0]} " + ", ".join(f"{level:g}" for _, level in levels)
+                started = time.time()
+                with ctx.reporter.bar(f"  perf {workload.name} ({label})", requests_in(workload)) as advance:
+                    result = run_workload(session.server, self.variant.name, self.checkpoint.path, workload,
+                                          progress=lambda done, _total: advance(1), slo=slo)
+                result["placement"] = {**where, "started": round(started, 3), "finished": round(time.time(), 3)}
+                records = [{"level": level, **r} for level, rs in result.pop("records").items() for r in rs]
+                ctx.cache.save_json(STAGE_PERF, self.keys[workload.name], result, extra={"records.jsonl": records})
+                self._log(workload.name, result)
 
     def collect(self, record: dict) -> None:
         vdir = self.ctx.variant_dir(self.variant.name)

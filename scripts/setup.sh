@@ -42,7 +42,7 @@ main_stamp=$(stamp_of pyproject.toml "$MAIN_LOCK")
 if needs_build "$MAIN_VENV" "$main_stamp"; then
   echo "setup: installing the main environment into $MAIN_VENV"
   prepare_venv "$MAIN_VENV"
-  pipq "$MAIN_VENV/bin/pip" install -q -c "$MAIN_LOCK" -e ".[dev]"
+  pipq "$MAIN_VENV/bin/pip" install -q -c "$MAIN_LOCK" -e ".[dev,ray]"
   echo "$main_stamp" > "$MAIN_VENV/.quant-stamp"
 else
   echo "setup: $MAIN_VENV is up to date"

@@ -1,0 +1,36 @@
+"""Where a sweep's variants run: one after another in this process (`local`), or fanned out over a Ray
+cluster (`ray`). Both take the sweep's one-variant pipeline (`run_one(ctx, variant) -> record`), run the
+baseline first (its KL reference is what the others are scored against), and yield (variant, record) as
+variants finish: the executor decides where a variant runs, never what it records."""
+
+from __future__ import annotations
+
+import time
+from typing import Callable, Iterator
+
+from core.recipe import Execution, Variant
+from perf.isolation import placement
+
+RunOne = Callable[..., dict]
+
+
+def run_local(ctx, variants: list[Variant], execution: Execution, run_one: RunOne) -> Iterator[tuple[Variant, dict]]:
+    for variant in variants:
+        ctx.reporter.log(f"[bold cyan]{variant.name}[/bold cyan]")
+        started = time.time()
+        record = run_one(ctx, variant)
+        record["ran_on"] = {**placement(), "executor": "local", "started": started, "finished": time.time()}
+        yield variant, record
+
+
+def _run_ray(ctx, variants: list[Variant], execution: Execution, run_one: RunOne) -> Iterator[tuple[Variant, dict]]:
+    from quant.executors.ray import run_ray   # ray is an optional extra
+    return run_ray(ctx, variants, execution, run_one)
+
+
+EXECUTORS: dict[str, Callable[..., Iterator[tuple[Variant, dict]]]] = {"local": run_local, "ray": _run_ray}
+
+
+def run_variants(ctx, variants: list[Variant], execution: Execution, run_one: RunOne) -> Iterator[tuple[Variant, dict]]:
+    ordered = sorted(variants, key=lambda v: not v.baseline)
+    return EXECUTORS[execution.executor](ctx, ordered, execution, run_one)

