@@ -14,9 +14,8 @@ from core.store import Cache
 from quant.context import Checkpoint, SweepContext
 from quant.measure import STAGE_SERVE_FAILURES, measure_variant
 from quant.progress import Reporter
-from tests.conftest import REPO
+from tests.helpers import DEMO_MODEL
 
-DEMO_MODEL = REPO / "quant/demo/model"
 RECIPE = ("name: r\nmodel: demo\nkl_items: 2\ntasks: [{name: demo_math, limit: 3}]\n"
           "variants:\n  - {name: bf16, baseline: true}\n  - {name: same, scheme: W4A16}\n")
 

@@ -16,8 +16,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
-pytestmark = pytest.mark.integration
+from tests.helpers import REPO
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(3600)]   # two sweeps of three variants
 
 RECIPE = """\
 name: ray-it
