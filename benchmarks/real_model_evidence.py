@@ -1,5 +1,6 @@
 """The evidence table of a finished sweep, as Markdown: per variant its quantization time, size, each task's
-score with the paired difference from the baseline (95% CI, item by item, as `quant gate` computes it) and
+score with the paired difference from the baseline (95% CI, item by item, as `quant gate` computes it,
+oriented so that positive is better: for bits per byte, a decrease) and
 KL (nats/token), and output tokens/s per concurrency of the first workload.
 
 Usage: python benchmarks/real_model_evidence.py RUN_DIR
@@ -44,7 +45,8 @@ def main() -> None:
     tasks = [t["label"] or t["name"] for t in results["recipe"]["tasks"]]
     workload = results["recipe"]["perf"]["workloads"][0]
     levels = workload["concurrency"]
-    print(f"Tasks: score (paired difference from {results['baseline']} [95% CI]) KL nats/token. "
+    print(f"Tasks: score (paired difference from {results['baseline']}, positive = better [95% CI]) "
+          f"KL nats/token. "
           f"Perf: {workload['name']}, output tok/s at concurrency {', '.join(map(str, levels))}.\n")
     print("| variant | quantize s | size MB | " + " | ".join(tasks) + " | out tok/s |")
     print("|---" * (len(tasks) + 4) + "|")
