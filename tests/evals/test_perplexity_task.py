@@ -7,13 +7,11 @@ import math
 import torch
 
 from evals.backends import inprocess_lm
-from evals.registry import TASKS_DIR
+from evals.task_facts import TASKS_DIR
 from evals.runner import evaluate_task
 from core.recipe import Task
 from reports.metric_kinds import higher_is_better, is_mean_metric
-from tests.conftest import REPO
-
-DEMO_MODEL = REPO / "quant/demo/model"
+from tests.helpers import DEMO_MODEL
 TASK_DIR = TASKS_DIR / "python_docs_ppl"
 
 
