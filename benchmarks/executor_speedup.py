@@ -71,7 +71,7 @@ def main() -> None:
     local_wall, local = sweep(recipe, "local", work)
     ray_wall, on_ray = sweep(recipe, "ray", work)
     print(f"recipe {args.recipe}: {len(local['variants'])} variants; runs in {work}")
-    print(f"\n| variant | local pipeline s | local perf s | ray pipeline s | ray perf s | ray node |")
+    print("\n| variant | local pipeline s | local perf s | ray pipeline s | ray perf s | ray node |")
     print("|---|---|---|---|---|---|")
     lt, rt = stage_times(local), stage_times(on_ray)
     for name in local["variants"]:
