@@ -2,7 +2,6 @@
 sweep writes through it, and a file that is old, newer or not ours is one clear error."""
 
 import json
-from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
@@ -14,8 +13,9 @@ from core.store import write_json
 from quant.sweep import _load_previous, _save
 from reports.results_file import ResultsError, load_results, read_results
 from tests.fixtures import results, variant, write_run
+from tests.helpers import REPO
 
-DEMO_RESULTS = Path(__file__).parent / "data" / "demo_results.json"   # a `quant sweep recipes/demo.yaml`
+DEMO_RESULTS = REPO / "tests/data/demo_results.json"   # a `quant sweep recipes/demo.yaml`
 RECIPE = parse_recipe("name: t\nmodel: demo\nvariants: [{name: bf16, baseline: true}, {name: q, scheme: W4A16}]\n"
                       "tasks: [demo_math]\n")
 
