@@ -111,10 +111,11 @@ def test_ray_gives_the_same_gate_verdicts_as_local(runs):
     for candidate in ("w4a16-rtn", "w8a8-rtn"):
         verdicts = []
         for run_dir in ("local", "ray"):
+            verdict = root / f"gate-{run_dir}-{candidate}.json"
             gate = run("gate", "--baseline", f"{root / run_dir}:bf16", "--candidate", f"{root / run_dir}:{candidate}",
-                       "--json", timeout=300)
+                       "--json", str(verdict), timeout=300)
             assert gate.returncode in (0, 1, 3), gate.stderr
-            checks = json.loads(gate.stdout)["checks"]
+            checks = json.loads(verdict.read_text())["checks"]
             verdicts.append((gate.returncode, [(c["task"], c["outcome"], c["drop"], c["drop_ci"]) for c in checks]))
         assert verdicts[0] == verdicts[1]
 
