@@ -139,7 +139,10 @@ def _files(run: Path) -> dict[str, bytes]:
 
 
 def _comparable(results: dict) -> dict:
-    return {k: v for k, v in results.items() if k not in ("started", "finished")}
+    """A run's results without when it ran: the run's start and end, and each variant's `ran_on` (when and
+    where its pipeline ran)."""
+    variants = {name: {k: v for k, v in record.items() if k != "ran_on"} for name, record in results["variants"].items()}
+    return {**{k: v for k, v in results.items() if k not in ("started", "finished")}, "variants": variants}
 
 
 def test_sigkill_at_any_point_leaves_nothing_running_and_a_rerun_finishes_identically(tmp_path):
