@@ -8,13 +8,19 @@ from pathlib import Path
 from typing import Any
 
 from core.hashing import digest
-from core.recipe import Recipe
+from core.recipe import Recipe, Variant
 from core.store import Cache
 from quant.progress import Reporter
 
 
 class StageError(Exception):
     """A stage failed for this variant; the message is the reason recorded in results.json."""
+
+
+def new_record(variant: Variant, status: str = "ok", reason: str | None = None) -> dict:
+    """A variant's record before any stage has added to it (a failed one keeps its reason)."""
+    return {"name": variant.name, "baseline": variant.baseline, "status": status, "reason": reason,
+            "description": variant.description, "accuracy": {}, "perf": {}, "memory": {}}
 
 
 @dataclass(frozen=True)

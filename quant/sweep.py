@@ -13,7 +13,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from core.hashing import digest, tree_digest
+from core.hashing import tree_digest
 from core.recipe import Recipe, Variant
 from core.results import SCHEMA_VERSION, Results
 from core.run_layout import RunLayout
@@ -22,7 +22,7 @@ from evals import sandbox
 from evals.registry import check_code_isolation
 from perf.engines.process import engine_warnings, log_since
 from perf.engines.vllm import engine_version, resolve_engine_python
-from quant.context import StageError, SweepContext
+from quant.context import StageError, SweepContext, new_record
 from quant.executors import run_variants
 from quant.measure import measure_variant
 from quant.models import resolve_model
@@ -156,8 +156,7 @@ def _save(out: Path, results: dict) -> None:
 
 def run_variant(ctx: SweepContext, variant: Variant) -> dict:
     """The variant's record: its checkpoint (quantize stage), then evals, KL and perf on it (measure.py)."""
-    record: dict = {"name": variant.name, "baseline": variant.baseline, "status": "ok", "reason": None,
-                    "description": variant.description, "accuracy": {}, "perf": {}, "memory": {}}
+    record = new_record(variant)
     try:
         checkpoint = checkpoint_for(ctx, variant)
     except StageError as exc:

@@ -21,6 +21,7 @@ from ray.exceptions import RayError, TaskCancelledError
 
 from core.recipe import Engine, Execution, Variant
 from perf.isolation import placement
+from quant.context import new_record
 
 # What a remote worker needs from the driver's environment (offline flags, engine python, caches).
 FORWARDED_PREFIXES = ("HF_", "QUANT_", "VLLM_", "TRANSFORMERS_", "PYTHONPATH", "TQDM_DISABLE")
@@ -67,11 +68,6 @@ def _variant_task(ctx, variant: Variant, run_one, permit_unisolated: bool) -> tu
     return record, (ctx.kl_reference if variant.baseline else {})
 
 
-def _failed(variant: Variant, reason: str) -> dict:
-    return {"name": variant.name, "baseline": variant.baseline, "status": "failed", "reason": reason,
-            "description": variant.description, "accuracy": {}, "perf": {}, "memory": {}}
-
-
 def _reason(exc: RayError, retries: int) -> str:
     kind = type(exc).__name__
     first = (str(exc).strip().splitlines() or [""])[0][:300]
@@ -100,19 +96,13 @@ def run_ray(ctx, variants: list[Variant], execution: Execution, run_one) -> Iter
     permit = unisolated_permitted()
     pending: dict = {}
 
-    def submit(variant: Variant):
-        resources = task_resources(variant, ctx.recipe.engine, execution, cluster_gpus)
+    def submit(variant: Variant, resources: dict):
         shipped = dataclasses.replace(ctx, reporter=None)   # a console does not travel; the worker makes its own
         ref = remote.options(max_retries=execution.retries, retry_exceptions=False, name=f"variant:{variant.name}",
                              **resources).remote(shipped, variant, run_one, permit)
         ctx.reporter.log(f"[bold cyan]{variant.name}[/bold cyan]: submitted to Ray "
                          f"({resources['num_cpus']:g} CPU, {resources['num_gpus']} GPU)")
         pending[ref] = variant
-
-    def unfit(variant: Variant) -> str | None:
-        need = task_resources(variant, ctx.recipe.engine, execution, cluster_gpus)["num_gpus"]
-        return (f"worker: needs {need} GPUs on one node; the largest node has {cluster_gpus:g} (use vLLM's "
-                "distributed_executor_backend: ray to span nodes)") if need > cluster_gpus else None
 
     def finished(ref) -> tuple[Variant, dict]:
         variant = pending.pop(ref)
@@ -121,7 +111,7 @@ def run_ray(ctx, variants: list[Variant], execution: Execution, run_one) -> Iter
         except TaskCancelledError:
             raise KeyboardInterrupt from None
         except RayError as exc:
-            return variant, _failed(variant, _reason(exc, execution.retries))
+            return variant, new_record(variant, "failed", _reason(exc, execution.retries))
         ctx.kl_reference.update(reference)
         return variant, record
 
@@ -129,10 +119,13 @@ def run_ray(ctx, variants: list[Variant], execution: Execution, run_one) -> Iter
         baseline, others = [v for v in variants if v.baseline], [v for v in variants if not v.baseline]
         for group in (baseline, others):   # the baseline alone first: the others need its KL reference
             for variant in group:
-                if reason := unfit(variant):
-                    yield variant, _failed(variant, reason)
+                resources = task_resources(variant, ctx.recipe.engine, execution, cluster_gpus)
+                if resources["num_gpus"] > cluster_gpus:
+                    yield variant, new_record(variant, "failed", (
+                        f"worker: needs {resources['num_gpus']} GPUs on one node; the largest node has "
+                        f"{cluster_gpus:g} (use vLLM's distributed_executor_backend: ray to span nodes)"))
                 else:
-                    submit(variant)
+                    submit(variant, resources)
             while pending:
                 ready, _ = ray.wait(list(pending), num_returns=1)
                 yield finished(ready[0])

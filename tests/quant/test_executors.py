@@ -157,3 +157,33 @@ def test_local_executor_runs_in_order_and_records_where(tmp_path):
     assert list(records) == ["base", "a"] and records["a"]["saw_reference"]
     assert records["a"]["ran_on"]["executor"] == "local"
     json.dumps(records)
+
+
+def test_without_ray_the_ray_executor_is_one_error_before_any_work(tmp_path, monkeypatch, capsys):
+    import importlib.util
+
+    from quant.cli import main
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "ray" else real(name, *a))
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text("name: r\nmodel: demo\nvariants: [{name: bf16, baseline: true}]\ntasks: [demo_math]\n")
+    assert main(["sweep", str(recipe), "--executor", "ray", "--out", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err
+    assert "pip install 'quant-suite[ray]'" in err and "Traceback" not in err
+    assert not (tmp_path / "run").exists()
+    recipe.write_text(recipe.read_text() + "execution: {executor: ray}\n")
+    assert main(["sweep", str(recipe), "--out", str(tmp_path / "run")]) == 2
+    assert "execution.executor" in capsys.readouterr().err
+
+
+def test_cli_flags_override_the_recipe():
+    from argparse import Namespace
+
+    from quant.cli import _with_execution
+
+    r = recipe()
+    assert _with_execution(r, Namespace(executor=None, ray_address=None)) is r
+    on_ray = _with_execution(r, Namespace(executor=None, ray_address="auto")).execution
+    assert (on_ray.executor, on_ray.ray_address) == ("ray", "auto")
+    assert _with_execution(r, Namespace(executor="local", ray_address=None)).execution.executor == "local"
