@@ -114,20 +114,55 @@ def remove_leftovers(directory: Path, recursive: bool = False) -> list[Path]:
 
 
 class Cache:
-    """cache_root/<stage>/<key>/ holds one finished stage output; `done` marks it complete."""
+    """cache_root/<stage>/<key>/ holds one finished stage output; `done` marks it complete.
 
-    def __init__(self, root: Path) -> None:
+    With a remote (core.remote: a cache at an fsspec URL), root is this node's mirror of it: a stage another
+    node finished is downloaded on first `has`, and a stage finished here is uploaded, `done` last."""
+
+    def __init__(self, root: Path, remote=None) -> None:
         self.root = Path(root)
+        self.remote = remote
+
+    @classmethod
+    def at(cls, where: str | Path) -> Cache:
+        """A local directory, or an fsspec URL (s3://, gs://, file:///...) mirrored on this node."""
+        from core.remote import locate
+
+        location = locate(where, "cache")
+        return cls(location.local, location.remote)
+
+    def __str__(self) -> str:
+        return self.remote.url if self.remote else str(self.root)
 
     def path(self, stage: str, key: str) -> Path:
         return self.root / stage / key
 
     def has(self, stage: str, key: str) -> bool:
-        return (self.path(stage, key) / "done").exists()
+        if (self.path(stage, key) / "done").exists():
+            return True
+        return self.remote is not None and self._download(stage, key)
+
+    def _download(self, stage: str, key: str) -> bool:
+        if not self.remote.exists(f"{stage}/{key}/done"):
+            return False
+        build = self.staging(stage, key)
+        try:
+            self.remote.download_dir(f"{stage}/{key}", build, skip=frozenset({"done"}))
+            self._commit_here(stage, key, build)
+        except BaseException:
+            shutil.rmtree(build, ignore_errors=True)
+            raise
+        return True
 
     def commit(self, stage: str, key: str, build_dir: Path) -> Path:
         """Move a fully built directory into place; the `done` marker is written last, after the data is
-        on disk (a directory without it, left by a kill, is redone and replaced)."""
+        on disk (a directory without it, left by a kill, is redone and replaced). With a remote, uploaded."""
+        final = self._commit_here(stage, key, build_dir)
+        if self.remote is not None:
+            self.remote.upload_dir(final, f"{stage}/{key}", last="done")
+        return final
+
+    def _commit_here(self, stage: str, key: str, build_dir: Path) -> Path:
         final = self.path(stage, key)
         final.parent.mkdir(parents=True, exist_ok=True)
         for path in sorted(Path(build_dir).rglob("*")):

@@ -52,6 +52,7 @@ def _offline_defaults() -> None:
 
 def cmd_sweep(args) -> int:
     from evals.sandbox import IsolationRequired
+    from core.remote import RemoteError, locate
     from perf.engines.process import EngineStartError
     from quant.models import ModelNotFound
     from quant.progress import Reporter
@@ -60,13 +61,17 @@ def cmd_sweep(args) -> int:
 
     recipe, _ = check_file(args.recipe)   # every problem at once (RecipeError: exit 2), before any work
     recipe = _with_execution(recipe, args)
-    out = Path(args.out) if args.out else Path("runs") / recipe.name
     try:
-        results = run_sweep(recipe, out, recipe_path=Path(args.recipe), reporter=Reporter(quiet=args.quiet),
-                            cache_dir=Path(args.cache_dir) if args.cache_dir else None,
+        location = locate(args.out or Path("runs") / recipe.name, "runs")   # a directory or an fsspec URL
+    except RemoteError as exc:
+        return fail(args, str(exc))
+    out = location.local
+    try:
+        results = run_sweep(recipe, location, recipe_path=Path(args.recipe), reporter=Reporter(quiet=args.quiet),
+                            cache_dir=args.cache_dir,
                             only=args.only, retry_failed=args.retry_failed,
                             allow_unisolated_code=args.allow_unisolated_code)
-    except (ModelNotFound, EngineStartError, IsolationRequired) as exc:
+    except (ModelNotFound, EngineStartError, IsolationRequired, RemoteError) as exc:
         return fail(args, str(exc))
     import sqlite3
     from quant.history import db_path, record
@@ -154,16 +159,22 @@ def cmd_choose(args) -> int:
 
 
 def cmd_report(args) -> int:
+    from core.remote import RemoteError, is_url, pull_run
     from reports.render import render_all
     from reports.results_file import ResultsError, read_results
 
-    path = Path(args.run)
-    results_path = path / "results.json" if path.is_dir() else path
+    location = None
     try:
+        if is_url(args.run):   # a run published to a URL: rendered here, then published back
+            location = pull_run(args.run.removesuffix("/results.json"))
+        path = location.local if location else Path(args.run)
+        results_path = path / "results.json" if path.is_dir() else path
         results = read_results(results_path)
-    except ResultsError as exc:
+    except (ResultsError, RemoteError) as exc:
         return fail(args, str(exc))
     for written in render_all(results_path.parent, results):
+        if location:
+            location.remote.upload_file(written, written.relative_to(location.local).as_posix())
         print(written)
     if args.screenshot:
         from reports.screenshot import NoBrowser, screenshot
@@ -256,7 +267,7 @@ def cmd_sensitivity(args) -> int:
     try:
         model_dir = resolve_model(recipe.model, Path(args.recipe).parent)
         out = Path(args.out) if args.out else Path("runs") / recipe.name / "sensitivity" / variant.name
-        cache = Cache(Path(args.cache_dir) if args.cache_dir else Path("runs") / ".cache")
+        cache = Cache.at(args.cache_dir or Path("runs") / ".cache")
         result = ranking(cache, Reporter(), model_dir, tree_digest(model_dir), recipe, variant, spec, args.device)
     except ValueError as exc:
         return fail(args, str(exc))
@@ -276,8 +287,9 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("sweep", help="quantize, serve, evaluate and benchmark every variant of a recipe",
                        formatter_class=argparse.RawDescriptionHelpFormatter, epilog=SWEEP_EXIT_CODES)
     s.add_argument("recipe")
-    s.add_argument("--out", help="run directory (default runs/<recipe name>)")
-    s.add_argument("--cache-dir", help="stage cache (default: <out>/../.cache)")
+    s.add_argument("--out", help="run directory, or an fsspec URL every node reaches (s3://, gs://, file:///...; "
+                                 "default runs/<recipe name>)")
+    s.add_argument("--cache-dir", help="stage cache, a directory or an fsspec URL (default: <out>/../.cache)")
     s.add_argument("--only", **SEVERAL, metavar="VARIANT", help="run only these variants")
     s.add_argument("--retry-failed", action="store_true", help="retry variants the engine rejected before")
     s.add_argument("--allow-failed", action="store_true", help="exit 0 even when a variant failed")

@@ -15,6 +15,7 @@ from pydantic import ValidationError
 
 from core.hashing import tree_digest
 from core.recipe import Recipe, Variant
+from core.remote import Location, locate
 from core.results import SCHEMA_VERSION, Results
 from core.run_layout import RunLayout
 from core.store import Cache, read_json, remove_leftovers, write_json
@@ -36,7 +37,8 @@ from reports.render import render_all
 log = logging.getLogger(__name__)
 
 
-def run_sweep(recipe: Recipe, out: Path, recipe_path: Path | None = None, cache_dir: Path | None = None,
+def run_sweep(recipe: Recipe, out: Location | str | Path, recipe_path: Path | None = None,
+              cache_dir: str | Path | None = None,
               reporter: Reporter | None = None, only: list[str] | None = None, retry_failed: bool = False,
               allow_unisolated_code: bool = False) -> dict:
     """The pipeline: check the recipe; per variant (the baseline first: KL needs it) quantize, then evals, KL
@@ -44,26 +46,35 @@ def run_sweep(recipe: Recipe, out: Path, recipe_path: Path | None = None, cache_
     results.json after each; then the reports.
 
     allow_unisolated_code (or the recipe's field): run generated code without bubblewrap where it is missing;
-    without it a sweep with code tasks and no working bubblewrap raises IsolationRequired before any work."""
+    without it a sweep with code tasks and no working bubblewrap raises IsolationRequired before any work.
+
+    out and cache_dir may be fsspec URLs (core/remote.py): the run is built in this node's mirror of out and
+    published there as it goes (results.json after each variant, the reports at the end)."""
     reporter = reporter or Reporter()
-    out = Path(out)
+    location = out if isinstance(out, Location) else locate(out, "runs")
+    out = location.local
+    if location.remote:   # an earlier run there is resumed (or upgraded) as a local one would be
+        location.remote.download_dir("", out)
     with sandbox.permit_unisolated(allow_unisolated_code or recipe.allow_unisolated_code):
         code_tasks = _check(recipe, recipe_path, reporter)   # everything knowable, before any work
-        ctx = _context(recipe, out, recipe_path, cache_dir, reporter, retry_failed)
+        ctx = _context(recipe, location, recipe_path, cache_dir, reporter, retry_failed)
         results = _load_previous(out, recipe)
         _note_sources(ctx, results, code_tasks)
         chosen = [v for v in recipe.variants if not only or v.name in only]
         for variant, record in run_variants(ctx, chosen, recipe.execution, run_one=run_variant):
             results["variants"][variant.name] = record
+            if ctx.out_remote and record.get("ran_on", {}).get("executor") != "local":
+                # what the variant's worker (maybe another node) published: per-item files, perf records, server log
+                ctx.out_remote.download_dir(f"variants/{variant.name}", ctx.variant_dir(variant.name))
             if variant.baseline:
                 results["baseline_zero_tasks"] = warn_zero_baseline(record, reporter)
-            _save(out, results)
+            _save(ctx, results)
             ok = record["status"] == "ok"
             reporter.log(f"{variant.name}: {record['status']}" + ("" if ok else f" — {record['reason']}"),
                          style=None if ok else "yellow")
         results["finished"] = _now()
-        _save(out, results)
-        _report(out, results, reporter)
+        _save(ctx, results)
+        _report(ctx, results)
     return results
 
 
@@ -78,11 +89,20 @@ def _check(recipe: Recipe, recipe_path: Path | None, reporter: Reporter) -> dict
     return check_code_isolation(recipe.tasks)
 
 
-def _context(recipe: Recipe, out: Path, recipe_path: Path | None, cache_dir: Path | None, reporter: Reporter,
-             retry_failed: bool) -> SweepContext:
+def _default_cache(location: Location) -> str | Path:
+    """Beside the run directory: runs/.cache for runs/<name>, and likewise at a URL."""
+    if location.remote:
+        return location.remote.url.rsplit("/", 1)[0] + "/.cache"
+    return location.local.parent / ".cache"
+
+
+def _context(recipe: Recipe, location: Location, recipe_path: Path | None, cache_dir: str | Path | None,
+             reporter: Reporter, retry_failed: bool) -> SweepContext:
+    out = location.local
+    cache = Cache.at(cache_dir or _default_cache(location))
     model_dir = resolve_model(recipe.model, recipe_path.parent if recipe_path else None, log=reporter.log)
     engine_python = resolve_engine_python(recipe.engine.python)
-    ctx = SweepContext(recipe=recipe, out=out, cache=Cache(cache_dir or out.parent / ".cache"),
+    ctx = SweepContext(recipe=recipe, out=out, out_remote=location.remote, cache=cache,
                        model_dir=model_dir, model_key=tree_digest(model_dir), engine_python=engine_python,
                        engine_version=engine_version(engine_python), reporter=reporter, retry_failed=retry_failed,
                        model_source=source_facts(model_dir))
@@ -107,11 +127,21 @@ def _note_sources(ctx: SweepContext, results: dict, code_tasks: dict[str, str]) 
                          f"without isolation (opted in; {results['code_sandbox']})")
 
 
-def _report(out: Path, results: dict, reporter: Reporter) -> None:
+def _report(ctx: SweepContext, results: dict) -> None:
+    out = ctx.out
     written = render_all(out, results)
+    _publish(ctx, *written)
     top = [p.name for p in written if p.parent == out]
-    reporter.log(f"wrote {out}/: {', '.join(top)}" + (f" and {len(written) - len(top)} per-variant files"
-                                                     if len(written) > len(top) else ""))
+    where = ctx.out_remote.url if ctx.out_remote else out
+    ctx.reporter.log(f"wrote {where}/: {', '.join(top)}" + (f" and {len(written) - len(top)} per-variant files"
+                                                           if len(written) > len(top) else ""))
+
+
+def _publish(ctx: SweepContext, *paths: Path) -> None:
+    """Files of the run directory, uploaded where the run lives at a URL."""
+    if ctx.out_remote:
+        for path in paths:
+            ctx.out_remote.upload_file(path, path.relative_to(ctx.out).as_posix())
 
 
 def warn_zero_baseline(record: dict, reporter: Reporter) -> list[str]:
@@ -147,9 +177,11 @@ def _load_previous(out: Path, recipe: Recipe) -> dict:
     return results
 
 
-def _save(out: Path, results: dict) -> None:
+def _save(ctx: SweepContext, results: dict) -> None:
     """Through the typed schema: what does not fit it fails here, not in a reader."""
-    write_json(RunLayout(out).results, Results.model_validate(results).dump())
+    path = RunLayout(ctx.out).results
+    write_json(path, Results.model_validate(results).dump())
+    _publish(ctx, path)
 
 
 # --- one variant -------------------------------------------------------------------------------------
@@ -174,4 +206,6 @@ def run_variant(ctx: SweepContext, variant: Variant) -> dict:
     finally:
         for line in engine_warnings(log_since(server_log, seen)):
             log.warning("%s engine: %s (%s)", variant.name, line, server_log)
+        if ctx.out_remote and ctx.variant_dir(variant.name).is_dir():   # for the driver, wherever this ran
+            ctx.out_remote.upload_dir(ctx.variant_dir(variant.name), f"variants/{variant.name}")
     return record

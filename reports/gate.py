@@ -14,6 +14,7 @@ import yaml
 from pydantic import ValidationError
 
 from core.recipe import Gates
+from core.remote import RemoteError, is_url, pull_run
 from reports.metric_kinds import higher_is_better, is_mean_metric
 from reports.gate_rules import EXIT, INCONCLUSIVE, PASS, REGRESSION, Verdict, decide
 from reports.lm_eval_dir import read_lm_eval_dir, results_files
@@ -54,7 +55,18 @@ class Check:
 
 
 def load_side(spec: str) -> tuple[dict, str | None]:
-    """'DIR', 'DIR/results.json' or either with ':VARIANT' -> (results, variant or None)."""
+    """'DIR', 'DIR/results.json' or either with ':VARIANT' -> (results, variant or None). DIR may be the
+    fsspec URL a sweep published its run to (s3://bucket/runs/x:VARIANT)."""
+    if is_url(spec):
+        url, variant = spec, None
+        head, _, tail = spec.rpartition(":")
+        if tail and "/" not in tail and not head.endswith(":"):
+            url, variant = head, tail
+        try:
+            path = pull_run(url.removesuffix("/results.json")).local
+        except (RemoteError, OSError) as exc:
+            raise GateInputError(f"{url}: cannot read the run there ({exc})") from None
+        spec = str(path) + (f":{variant}" if variant else "")
     path, variant = Path(spec), None
     if not path.exists() and ":" in spec:
         head, variant = spec.rsplit(":", 1)

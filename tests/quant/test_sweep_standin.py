@@ -73,3 +73,45 @@ def test_a_sweep_on_a_standin_engine_records_caches_and_goes_on(tmp_path, standi
         assert {k: again["variants"][name][k] for k in ("status", "accuracy", "perf")} == \
                {k: variants[name][k] for k in ("status", "accuracy", "perf")}
     assert again["variants"]["broken"]["status"] == "failed"
+
+
+def test_a_sweep_published_to_a_url_is_resumed_by_another_node_from_the_shared_cache(
+        tmp_path, standin_engine, demo_checkpoints, monkeypatch):
+    """Run directory and stage cache at fsspec URLs (file:/// here, as s3:// or gs:// would be): the run is
+    published there, and a node with an empty mirror re-runs the recipe from the shared cache alone."""
+    from core.remote import locate
+    from quant.cli import main
+
+    text = "".join(line for line in RECIPE.format(theirs=demo_checkpoints("theirs"), broken="-").splitlines(True)
+                   if "broken" not in line)
+    recipe_path = tmp_path / "standin.yaml"
+    recipe_path.write_text(text)
+    run_url, cache_url = (tmp_path / "bucket" / "runs" / "x").as_uri(), (tmp_path / "bucket" / "cache").as_uri()
+    monkeypatch.setenv("QUANT_MIRROR_DIR", str(tmp_path / "node-a"))
+    first = run_sweep(parse_recipe(text, str(recipe_path)), run_url, recipe_path=recipe_path, cache_dir=cache_url,
+                      reporter=Reporter(quiet=True))
+
+    published = tmp_path / "bucket" / "runs" / "x"
+    assert json.loads((published / "results.json").read_text()) == first
+    assert {p.name for p in published.iterdir()} >= {"results.json", "pareto.md", "report.html", "variants"}
+    assert (published / "variants" / "theirs" / "evals" / "demo_math.jsonl").read_text().count("\n") == 4
+    assert {p.name for p in (tmp_path / "bucket" / "cache").iterdir()} >= {"evals", "kl", "perf"}
+    assert starts(standin_engine) == ["bf16", "theirs"]
+
+    monkeypatch.setenv("QUANT_MIRROR_DIR", str(tmp_path / "node-b"))   # another node: nothing local yet
+    again = run_sweep(parse_recipe(text, str(recipe_path)), run_url, recipe_path=recipe_path, cache_dir=cache_url,
+                      reporter=Reporter(quiet=True))
+    assert starts(standin_engine) == ["bf16", "theirs"]   # every stage came from the shared cache
+    assert locate(run_url, "runs").local.is_relative_to(tmp_path / "node-b")
+    for name in ("bf16", "theirs"):
+        assert {k: again["variants"][name][k] for k in ("status", "accuracy", "perf")} == \
+               {k: first["variants"][name][k] for k in ("status", "accuracy", "perf")}
+
+    here = locate(run_url, "runs").local
+    monkeypatch.setenv("QUANT_MIRROR_DIR", str(tmp_path / "ci-runner"))   # a CI job gates on the published run
+    from_url = main(["gate", "--baseline", f"{run_url}:bf16", "--candidate", f"{run_url}:theirs"])
+    assert (tmp_path / "ci-runner" / "runs").is_dir()
+    assert from_url == main(["gate", "--baseline", f"{here}:bf16", "--candidate", f"{here}:theirs"])
+
+    (published / "pareto.md").unlink()   # re-rendered from the URL, and published back
+    assert main(["report", run_url]) == 0 and (published / "pareto.md").read_text().startswith("#")
