@@ -60,7 +60,7 @@ def _variant_task(ctx, variant: Variant, run_one, permit_unisolated: bool) -> tu
     from quant.progress import Reporter
 
     ctx = dataclasses.replace(ctx, reporter=Reporter(prefix=variant.name))
-    if ctx.cache.remote:   # storage at a URL: this node's own mirror of it, not the driver's path
+    if getattr(ctx.cache, "remote", None):   # storage at a URL: this node's own mirror of it, not the driver's path
         ctx = dataclasses.replace(ctx, cache=Cache.at(ctx.cache.remote.url))
     if ctx.out_remote:
         ctx = dataclasses.replace(ctx, out=locate(ctx.out_remote.url, "runs").local)

@@ -29,6 +29,9 @@ class StandInContext:
     log_dir: str
     reporter: object = None
     kl_reference: dict = field(default_factory=dict)
+    cache: object = None
+    out: object = None
+    out_remote: object = None
 
 
 class Silent:
@@ -74,6 +77,7 @@ def stand_in(ctx, variant) -> dict:
     if variant.baseline:
         ctx.kl_reference["task"] = {"key": "ref"}
     return {"name": variant.name, "status": "ok", "started": start, "finished": time.time(), "perf": perf,
+            "cache_root": str(getattr(ctx.cache, "root", "")), "out": str(ctx.out) if ctx.out_remote else "",
             "met_another": met, "saw_reference": "task" in ctx.kl_reference, "gpus": os.environ.get("CUDA_VISIBLE_DEVICES", "")}
 
 
@@ -187,3 +191,18 @@ def test_cli_flags_override_the_recipe():
     on_ray = _with_execution(r, Namespace(executor=None, ray_address="auto")).execution
     assert (on_ray.executor, on_ray.ray_address) == ("ray", "auto")
     assert _with_execution(r, Namespace(executor="local", ray_address=None)).execution.executor == "local"
+
+
+def test_a_worker_works_in_its_own_nodes_mirror_of_storage_at_a_url(cluster, tmp_path):
+    """The driver's mirror path means nothing on another node: a worker mirrors the URLs itself."""
+    from core.remote import Remote, locate
+    from core.store import Cache
+
+    url = (tmp_path / "bucket").as_uri()
+    r = recipe(a={}).model_copy(update={"execution": Execution(executor="ray")})
+    ctx = StandInContext(recipe=r, log_dir=str(tmp_path), reporter=Silent(), out=tmp_path / "driver-mirror-run",
+                         cache=Cache(tmp_path / "driver-mirror", Remote(url + "/cache")), out_remote=Remote(url + "/run"))
+    records = {v.name: rec for v, rec in run_variants(ctx, r.variants, r.execution, run_one=stand_in)}
+    for record in records.values():
+        assert record["cache_root"] == str(locate(url + "/cache", "cache").local) != str(tmp_path / "driver-mirror")
+        assert record["out"] == str(locate(url + "/run", "runs").local)
