@@ -51,7 +51,11 @@ def test_compare_takes_baseline_and_candidate_like_the_gate(run, tmp_path):
 @pytest.mark.parametrize("argv", [["choose", "missing-run"], ["report", "missing-run"],
                                   ["compare", "--baseline", "missing-run", "--candidate", "missing-run"],
                                   ["gate", "--baseline", "missing-run", "--candidate", "missing-run"],
-                                  ["sweep", "missing-recipe.yaml"]])
+                                  ["sweep", "missing-recipe.yaml"],
+                                  ["sweep", "recipes/demo.yaml", "--out", "nosuchprotocol://bucket/run"],
+                                  ["sweep", "recipes/demo.yaml", "--out", "file://relative/run"],
+                                  ["gate", "--baseline", "nosuchprotocol://b/run:bf16", "--candidate", "nosuchprotocol://b/run"],
+                                  ["choose", "nosuchprotocol://b/run"], ["report", "nosuchprotocol://b/run"]])
 def test_every_command_errors_with_one_prefix(argv):
     code, out = quant(*argv)
     assert code == exit_codes.BAD_INPUT and out.startswith(f"{argv[0]} error: ") and "Traceback" not in out
