@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
+import shutil
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -53,10 +54,11 @@ def run_sweep(recipe: Recipe, out: Location | str | Path, recipe_path: Path | No
     reporter = reporter or Reporter()
     location = out if isinstance(out, Location) else locate(out, "runs")
     out = location.local
-    if location.remote:   # an earlier run there is resumed (or upgraded) as a local one would be
-        location.remote.download_dir("", out)
     with sandbox.permit_unisolated(allow_unisolated_code or recipe.allow_unisolated_code):
         code_tasks = _check(recipe, recipe_path, reporter)   # everything knowable, before any work
+        if location.remote:   # the URL is the truth: an earlier run there is resumed as a local one would be
+            shutil.rmtree(out, ignore_errors=True)
+            location.remote.download_dir("", out)
         ctx = _context(recipe, location, recipe_path, cache_dir, reporter, retry_failed)
         results = _load_previous(out, recipe)
         _note_sources(ctx, results, code_tasks)
@@ -68,12 +70,12 @@ def run_sweep(recipe: Recipe, out: Location | str | Path, recipe_path: Path | No
                 ctx.out_remote.download_dir(f"variants/{variant.name}", ctx.variant_dir(variant.name))
             if variant.baseline:
                 results["baseline_zero_tasks"] = warn_zero_baseline(record, reporter)
-            _save(ctx, results)
+            _publish(ctx, _save(out, results))
             ok = record["status"] == "ok"
             reporter.log(f"{variant.name}: {record['status']}" + ("" if ok else f" — {record['reason']}"),
                          style=None if ok else "yellow")
         results["finished"] = _now()
-        _save(ctx, results)
+        _publish(ctx, _save(out, results))
         _report(ctx, results)
     return results
 
@@ -177,11 +179,11 @@ def _load_previous(out: Path, recipe: Recipe) -> dict:
     return results
 
 
-def _save(ctx: SweepContext, results: dict) -> None:
+def _save(out: Path, results: dict) -> Path:
     """Through the typed schema: what does not fit it fails here, not in a reader."""
-    path = RunLayout(ctx.out).results
+    path = RunLayout(out).results
     write_json(path, Results.model_validate(results).dump())
-    _publish(ctx, path)
+    return path
 
 
 # --- one variant -------------------------------------------------------------------------------------
