@@ -94,7 +94,8 @@ def _check(recipe: Recipe, recipe_path: Path | None, reporter: Reporter) -> dict
 def _default_cache(location: Location) -> str | Path:
     """Beside the run directory: runs/.cache for runs/<name>, and likewise at a URL."""
     if location.remote:
-        return location.remote.url.rsplit("/", 1)[0] + "/.cache"
+        parent = location.remote.url.rpartition("/")[0]
+        return (location.remote.url if parent.endswith(":/") else parent) + "/.cache"   # s3://bucket: inside it
     return location.local.parent / ".cache"
 
 
