@@ -134,6 +134,11 @@ class Cache:
     def __str__(self) -> str:
         return self.remote.url if self.remote else str(self.root)
 
+    def __reduce__(self):
+        """Shipped to another process (a Ray worker, maybe on another node), a cache at a URL mirrors it where
+        it lands: the sender's mirror path means nothing there."""
+        return (Cache.at, (self.remote.url,)) if self.remote else (Cache, (self.root,))
+
     def path(self, stage: str, key: str) -> Path:
         return self.root / stage / key
 

@@ -4,8 +4,8 @@ scored against), then every other variant at once; records come back to the driv
 
 Every node must reach the run directory and the stage cache: at the same path (a shared mount), or at an
 fsspec URL (s3://, gs://; core/remote.py) that each node mirrors locally. A checkpoint is written once by the
-node that quantized it and read by the node that serves it, and a re-run reuses every stage any node finished. A task whose worker or node dies is re-run `execution.retries` times, then recorded
-as failed. Servers die with the worker that owns them (perf/engines/lifeline), so cancelling a task, killing
+node that quantized it and read by the node that serves it, and a re-run reuses every stage any node
+finished. A task whose worker or node dies is re-run `execution.retries` times, then recorded as failed. Servers die with the worker that owns them (perf/engines/lifeline), so cancelling a task, killing
 a worker or killing the driver leaves no server behind.
 """
 
@@ -21,7 +21,6 @@ from ray.exceptions import RayError, TaskCancelledError
 
 from core.recipe import Engine, Execution, Variant
 from core.remote import locate
-from core.store import Cache
 from perf.isolation import placement
 from quant.context import new_record
 
@@ -60,9 +59,7 @@ def _variant_task(ctx, variant: Variant, run_one, permit_unisolated: bool) -> tu
     from quant.progress import Reporter
 
     ctx = dataclasses.replace(ctx, reporter=Reporter(prefix=variant.name))
-    if getattr(ctx.cache, "remote", None):   # storage at a URL: this node's own mirror of it, not the driver's path
-        ctx = dataclasses.replace(ctx, cache=Cache.at(ctx.cache.remote.url))
-    if ctx.out_remote:
+    if ctx.out_remote:   # a run directory at a URL: this node's own mirror of it (a shipped Cache re-mirrors itself)
         ctx = dataclasses.replace(ctx, out=locate(ctx.out_remote.url, "runs").local)
     # A server with vLLM's own `distributed_executor_backend: ray` joins this cluster for its GPUs.
     os.environ.setdefault("RAY_ADDRESS", ray.get_runtime_context().gcs_address)
