@@ -104,7 +104,7 @@ PLACEMENT_HEADERS = ["variant", "workload", "node", "GPUs", "perf isolation", "w
 
 def placement_rows(results: Results) -> list[list[str]]:
     """Where each perf point ran: numbers of variants measured at the same time on one node are comparable
-    only under perf isolation (README, "Sweeps across GPUs and nodes")."""
+    only under perf isolation (docs/ray.md)."""
     return [[name, workload, p.placement.node, ", ".join(p.placement.gpus) or "none", p.placement.isolation,
              f"{p.placement.waited_s:.1f} s"]
             for name, v in results.variants.items() for workload, p in v.perf.items() if p.placement]
