@@ -37,10 +37,12 @@ def item_kl(base: list[dict[str, float]], cand: list[dict[str, float]]) -> float
 
 
 def reference_pairs(samples: list[dict], limit: int) -> list[tuple[int, str, str]]:
-    """(doc_id, prompt, the baseline's answer) for the first `limit` generated answers."""
+    """(doc_id, prompt, the baseline's answer) for the first `limit` generated answers; for a multiple-choice
+    item, the right choice is the answer."""
     pairs = []
     for s in samples:
         answer = (s.get("resps") or [[None]])[0][0]
+        answer = answer if isinstance(answer, str) else s.get("gold_continuation")
         if isinstance(answer, str) and answer and isinstance(s.get("prompt"), str):
             pairs.append((s["doc_id"], s["prompt"], answer))
     return pairs[:limit]

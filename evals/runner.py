@@ -68,6 +68,19 @@ def _prompt(sample: dict) -> str | None:
     return args[0][0] if args else None
 
 
+def _gold_continuation(sample: dict) -> str | None:
+    """A multiple-choice item's right continuation (what KL teacher-forces there), else None."""
+    args, target = sample.get("arguments"), sample.get("target")
+    if not isinstance(target, int) or isinstance(target, bool) or not args or not 0 <= target < len(args):
+        return None
+    if isinstance(args, dict):
+        args = [args[k] for k in sorted(args, key=lambda k: int(k.rsplit("_", 1)[-1]))]
+        pair = (args[target].get("arg_0"), args[target].get("arg_1"))
+    else:
+        pair = args[target]
+    return pair[1] if len(pair) == 2 and isinstance(pair[1], str) else None
+
+
 def summarise(raw: list[dict], config: dict, task_name: str) -> tuple[dict, list[dict]]:
     """lm-eval's logged samples (one per document and filter) -> (summary, one record per document)."""
     filters = list(dict.fromkeys(s["filter"] for s in raw))
@@ -76,6 +89,8 @@ def summarise(raw: list[dict], config: dict, task_name: str) -> tuple[dict, list
     for s in raw:  # one logged sample per document and filter
         record = by_doc.setdefault(s["doc_id"], {k: s.get(k) for k in SAMPLE_KEYS} | {
             "prompt": _prompt(s), "filtered_resps": {}, "metrics": {}})
+        if (gold := _gold_continuation(s)) is not None:
+            record["gold_continuation"] = gold
         record["filtered_resps"][s["filter"]] = s.get("filtered_resps")
         for _, metric, filter_name in names:
             value = _number(s.get(metric)) if s["filter"] == filter_name else None

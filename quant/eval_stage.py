@@ -13,13 +13,15 @@ from core.store import copy_file
 from core.run_layout import LM_EVAL_DIR as LM_EVAL
 from evals import task_facts
 from evals.runner import evaluate_task
+from evals.tokens import SCORING_VERSION
 from quant.context import Checkpoint, Session, SweepContext
 
 STAGE_EVAL = "evals"
 
 
 def eval_key(ctx: SweepContext, task: Task, ckpt_key: str, backend: str, engine_args: dict | None = None) -> str:
-    """Served evals depend on the engine's flags too (e.g. an FP8 KV cache changes the outputs)."""
+    """Served evals depend on the engine's flags too (e.g. an FP8 KV cache changes the outputs); every eval
+    on how its scorer turns text into tokens (SCORING_VERSION: a change there re-runs evals, never reuses)."""
     task_dir = task_facts.task_dir(task.name)
     task_src = tree_digest(task_dir) if task_dir.is_dir() else task.name
     options = task.lm_eval_options()
@@ -29,7 +31,7 @@ def eval_key(ctx: SweepContext, task: Task, ckpt_key: str, backend: str, engine_
     engine = (digest(ctx.engine_key, engine_args or {}) if backend == "served"
               else digest(versions("transformers", "compressed-tensors")))
     return digest("eval", "lm-eval-files", ckpt_key, task.name, task_src, task.limit, options, data, backend,
-                  engine, versions("lm_eval"))
+                  engine, versions("lm_eval"), f"scoring-{SCORING_VERSION}")
 
 
 class EvalStage:

@@ -136,15 +136,15 @@ class _Scorer:
                  max_length: int, device: str):
         import torch
 
-        from evals.tokens import split_ids
+        from evals.tokens import encoder, split_ids
         self.model, self.device, self.torch = model, device, torch
         self.batches = [tokenizer(t, return_tensors="pt", truncation=True, max_length=max_length)["input_ids"]
                         for t in texts]
-        self.items = {}
+        self.items, encode = {}, encoder(tokenizer)
         for task, pairs in items.items():
             encoded = []
             for prompt, answer in pairs:
-                ctx, cont = split_ids(lambda text: tokenizer(text)["input_ids"], prompt, answer)
+                ctx, cont = split_ids(encode, prompt, answer)
                 whole = ctx + cont
                 dropped = max(0, len(whole) - max_length)   # long items lose their start, never their answer
                 if len(ctx) - dropped >= 1:

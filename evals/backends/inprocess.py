@@ -11,7 +11,7 @@ from lm_eval.models.huggingface import HFLM
 from tqdm import tqdm
 
 from evals.kl import TOP_K
-from evals.tokens import split_ids
+from evals.tokens import encoder, prefix_token_id, split_ids
 
 _progress: ContextVar = ContextVar("inprocess_progress", default=None)
 
@@ -48,6 +48,12 @@ class InprocessLM(HFLM):
         with _reporting(self.progress):
             return super().loglikelihood(requests, disable_tqdm)
 
+    def _model_call(self, inps, attn_mask=None, labels=None):
+        """Logits in float32: lm-eval takes log_softmax in the model's dtype, and bf16's 8 bits of mantissa
+        round a log-likelihood summed over a few hundred tokens to whole nats (ties between choices). The
+        engine computes logprobs in float32 too."""
+        return super()._model_call(inps, attn_mask, labels).float()
+
     def topk_logprobs(self, pairs: list[tuple[str, str]], k: int = TOP_K) -> list[list[dict[str, float]]]:
         """Per (context, continuation): the top-k next-token logprobs at each continuation token, keyed by
         token text as the served backend keys them."""
@@ -55,7 +61,7 @@ class InprocessLM(HFLM):
 
         out = []
         for context, continuation in pairs:
-            ctx, cont = split_ids(lambda text: self.tokenizer(text)["input_ids"], context, continuation)
+            ctx, cont = split_ids(encoder(self.tokenizer), context, continuation, prefix_token_id(self.tokenizer))
             with torch.no_grad():
                 logits = self.model(torch.tensor([ctx + cont])).logits[0, len(ctx) - 1:-1].float()
             values, ids = torch.log_softmax(logits, dim=-1).topk(k, dim=-1)

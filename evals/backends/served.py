@@ -1,6 +1,7 @@
 """An lm-eval LM on an OpenAI-compatible /v1/completions: every request in flight at once (bounded), retries
-with backoff, greedy. Generation sends text; scoring (loglikelihood, next-token top-k) sends token ids with
-`echo` and `max_tokens: 0`, so the engine returns the prompt's own logprobs."""
+with backoff, greedy. Generation sends text; scoring (loglikelihood, rolling loglikelihood, next-token top-k)
+sends token ids with `echo` and `max_tokens: 0`, so the engine returns the prompt's own logprobs. The ids are
+those lm-eval's `hf` backend scores for the same text (evals/tokens.py): the same items, the same numbers."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import httpx
 from lm_eval.api.model import LM
 
 from evals.kl import TOP_K
-from evals.tokens import split_ids
+from evals.tokens import encoder, prefix_token_id, rolling_ids, split_ids
 
 log = logging.getLogger(__name__)
 MAX_SERVER_STOPS = 4  # vLLM's OpenAI schema caps `stop` at 4 strings; the rest are applied here
@@ -45,8 +46,9 @@ class ServedLM(LM):
                               for context, continuation in (r.args for r in requests)])
 
     def loglikelihood_rolling(self, requests, disable_tqdm: bool = False) -> list[float]:
-        """Sum of the logprobs of every token of the text after the first (texts must fit the context)."""
-        encoded = [self._encode(text) for (text,) in (r.args for r in requests)]
+        """Sum of the logprobs of every token of the text, each after the prefix token (BOS, else EOS) and the
+        text before it, as lm-eval's hf backend scores it (texts must fit the context)."""
+        encoded = [rolling_ids(self._encode, self._prefix_id, text) for (text,) in (r.args for r in requests)]
         scored = self._run_all([self._continuation_logprob(ids[:1], ids[1:]) for ids in encoded])
         return [total for total, _ in scored]
 
@@ -93,11 +95,16 @@ class ServedLM(LM):
             return None
         return next((c.get("max_model_len") for c in cards if c.get("id") == self.model), None)
 
-    def _encode(self, text: str) -> list[int]:
-        return self.tokenizer(text, add_special_tokens=True)["input_ids"]
+    @cached_property
+    def _encode(self):
+        return encoder(self.tokenizer)
+
+    @cached_property
+    def _prefix_id(self) -> int:
+        return prefix_token_id(self.tokenizer)
 
     def _split_ids(self, context: str, continuation: str) -> tuple[list[int], list[int]]:
-        return split_ids(self._encode, context, continuation)
+        return split_ids(self._encode, context, continuation, self._prefix_id)
 
     def _run_all(self, coroutines: list) -> list:
         async def run() -> list:

@@ -1,0 +1,13 @@
+from pathlib import Path
+
+from evals.registry import local_test_split
+
+HERE = Path(__file__).resolve().parent
+
+
+def load_dataset(**kwargs):
+    return local_test_split(HERE)
+
+
+def doc_to_text(doc):
+    return f"Package metadata:\n{doc['record']}\n\nExtract the package's name, version and required Python version as JSON.\nJSON:"
