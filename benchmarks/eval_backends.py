@@ -4,9 +4,12 @@ For one variant of a finished sweep: start its vLLM server and score the tasks t
 many requests in flight), stop it, then score the same items in-process with lm-eval's HFLM (transformers,
 batched). Each side gets the whole machine in turn. Reported per task: items/s of each and their ratio,
 how often the two agree on the item's score (a continuous score such as bits per byte: within 1% of each
-other), the mean absolute difference of the scores, and how often the generated texts are identical.
+other), the mean absolute difference of the scores, and how often the generated texts are identical; for a
+multiple-choice task also how often both pick the same choice and the largest and the 99th-percentile absolute
+difference of the choices' log-likelihoods (nats), and for a rolling log-likelihood task the largest relative
+difference of a document's log-likelihood.
 
-Usage: python benchmarks/eval_backends.py RUN_DIR [--variant bf16] [--limit N] [--batch-size 32]
+Usage: python benchmarks/eval_backends.py RUN_DIR [--variant bf16] [--limit N] [--batch-size 32] [--tasks a,b]
 """
 
 from __future__ import annotations
@@ -34,6 +37,44 @@ def _scored(samples: list[dict], metric: str) -> dict[int, tuple[float, str | No
     return {s["doc_id"]: (s["metrics"][metric_key(s["metrics"], metric)], text(s)) for s in samples}
 
 
+def _choice_lls(samples: list[dict]) -> dict[int, list[float]]:
+    """doc_id -> each choice's log-likelihood, for multiple-choice records (resps: [[[ll, greedy]], ...])."""
+    out = {}
+    for s in samples:
+        resps = s.get("resps") or []
+        if len(resps) > 1 and all(isinstance(r[0], (list, tuple)) and len(r[0]) == 2 for r in resps):
+            out[s["doc_id"]] = [float(r[0][0]) for r in resps]
+    return out
+
+
+def _rolling_ll(samples: list[dict]) -> dict[int, float]:
+    """doc_id -> the document's log-likelihood, for rolling records (resps: [[ll]])."""
+    return {s["doc_id"]: float(s["resps"][0][0]) for s in samples
+            if len(s.get("resps") or []) == 1 and isinstance(s["resps"][0][0], (int, float))}
+
+
+def choice_agreement(served: list[dict], hf: list[dict]) -> str | None:
+    a, b = _choice_lls(served), _choice_lls(hf)
+    ids = sorted(set(a) & set(b))
+    if not ids:
+        return None
+    pick = sum(max(range(len(a[i])), key=a[i].__getitem__) == max(range(len(b[i])), key=b[i].__getitem__)
+               for i in ids)
+    diffs = sorted(abs(x - y) for i in ids for x, y in zip(a[i], b[i]))
+    p99 = diffs[min(len(diffs) - 1, math.ceil(0.99 * len(diffs)) - 1)]
+    return (f"same pick {pick}/{len(ids)} ({pick / len(ids):.1%}); |LL diff| max {diffs[-1]:.3f}, "
+            f"p99 {p99:.3f}, mean {sum(diffs) / len(diffs):.4f} nats over {len(diffs)} choices")
+
+
+def rolling_agreement(served: list[dict], hf: list[dict]) -> str | None:
+    a, b = _rolling_ll(served), _rolling_ll(hf)
+    ids = sorted(set(a) & set(b))
+    if not ids:
+        return None
+    rel = [abs(a[i] - b[i]) / abs(b[i]) for i in ids if b[i]]
+    return f"document LL: largest relative difference {max(rel):.2%}, mean {sum(rel) / len(rel):.3%} ({len(ids)} docs)"
+
+
 def same_score(a: float, b: float) -> bool:
     return math.isclose(a, b, rel_tol=0.01, abs_tol=1e-9)
 
@@ -44,12 +85,15 @@ def main() -> None:
     ap.add_argument("--variant", default=None, help="default: the baseline")
     ap.add_argument("--limit", type=int, default=None, help="first N items of each task")
     ap.add_argument("--batch-size", type=int, default=32)
+    ap.add_argument("--tasks", default=None, help="comma-separated task keys (default: every task of the run)")
     args = ap.parse_args()
     results = read_json(args.run / "results.json")
     recipe = Recipe.model_validate(results["recipe"])
     name = args.variant or results["baseline"]
     variant, checkpoint = recipe.variant(name), results["variants"][name]["checkpoint"]
-    tasks = [t.model_copy(update={"limit": args.limit or t.limit}) for t in recipe.tasks]
+    keep = set(args.tasks.split(",")) if args.tasks else None
+    tasks = [t.model_copy(update={"limit": args.limit or t.limit}) for t in recipe.tasks
+             if keep is None or t.key in keep]
     served, hf = {}, {}
     with tempfile.TemporaryDirectory() as tmp, VLLMServer(
             Path(checkpoint), python=resolve_engine_python(recipe.engine.python), served_name=name,
@@ -81,6 +125,9 @@ def main() -> None:
         n = len(ids)
         print(f"{task:<16} {n:>4} {n / ts:>11.1f} {n / th:>8.1f} {th / ts:>6.1f} {ss[metric]['value']:>10.3f} "
               f"{sh[metric]['value']:>7.3f} {agree:>10.1%} {mean_diff:>11.4f} {same_text:>9}")
+        for line in (choice_agreement(sv, hv), rolling_agreement(sv, hv)):
+            if line:
+                print(f"{'':<16} {line}")
 
 
 if __name__ == "__main__":

@@ -1,67 +1,107 @@
-"""The evidence table of a finished sweep, as Markdown: per variant its quantization time, size, each task's
-score with the paired difference from the baseline (95% CI, item by item, as `quant gate` computes it,
-oriented so that positive is better: for bits per byte, a decrease) and
-KL (nats/token), and output tokens/s per concurrency of the first workload.
+"""The evidence tables of a finished sweep, as Markdown, computed as `quant gate` computes its verdicts:
 
-Usage: python benchmarks/real_model_evidence.py RUN_DIR
+1. per task and variant: the score with its 95% CI; the paired difference from the baseline item by item
+   (positive = better; for bits per byte, a decrease) with its 95% CI, the test's p (exact McNemar for 0/1
+   scores), items lost / gained; the recovery ratio (candidate / baseline, llm-compressor's convention; for a
+   lower-is-better metric, baseline / candidate, so that 1 is "no loss" either way); KL (nats/token); and how
+   many items a paired test would need to see a 3-point drop at this pair's discordance;
+2. per variant: the gate's verdict under the recipe's own policy (`gates:`), with the tasks that decided it;
+3. per task: `quant choose`'s pick under the same limit.
+
+Usage: python benchmarks/real_model_evidence.py RUN_DIR [--drop 0.03]
 """
 
 from __future__ import annotations
 
 import argparse
+import math
+import subprocess
+import sys
 from pathlib import Path
 
-from reports.gate import GateInputError, compare, load_policy, load_side, pick_variant
+from reports.gate import GateInputError, compare, load_policy, load_side, outcome, pick_variant
+
+Z_ALPHA, Z_POWER = 1.959964, 0.841621   # two-sided 5%, 80% power
 
 
-def _paired(results: dict, gates, baseline, name: str) -> dict[str, dict]:
-    """task -> the gate's paired comparison (diff = candidate - baseline, with its CI)."""
-    candidate = pick_variant(results, name, default_baseline=False, label="candidate")
-    try:
-        return {check.task: check.comparison for check in compare(baseline, candidate, gates)}
-    except GateInputError:
-        return {}
+def items_needed(discordance: float, drop: float) -> int | None:
+    """Items a paired McNemar test needs to detect a true drop `drop` (two-sided 5%, power 80%) when a share
+    `discordance` of items flips between the two variants (Connor's formula for paired proportions)."""
+    if discordance <= drop ** 2 or discordance <= 0:
+        return None
+    root = Z_ALPHA * math.sqrt(discordance) + Z_POWER * math.sqrt(discordance - drop ** 2)
+    return math.ceil((root / drop) ** 2)
 
 
-def _score(entry: dict | None, paired: dict | None) -> str:
-    if not entry:
-        return "-"
-    text = f"{entry['value']:.3f}"
-    if paired and paired.get("ci95"):
-        low, high = paired["ci95"]
-        text += f" ({paired['diff']:+.3f} [{low:+.3f}, {high:+.3f}])"
-    if (kl := entry.get("kl")) is not None:
-        text += f" KL {kl['value']:.2g}"
-    return text
+def _ci(pair) -> str:
+    return f"[{pair[0]:.3f}, {pair[1]:.3f}]"
+
+
+def _task_table(results: dict, task: str, baseline: dict, checks: dict, drop: float) -> list[str]:
+    base = baseline["accuracy"][task]
+    lower_better = base.get("higher_is_better") is False
+    rows = [f"### {task} ({base['metric']}, n = {base['n']}{', lower is better' if lower_better else ''})", "",
+            "| variant | score [95% CI] | paired diff [95% CI] | p (test) | lost / gained | recovery | KL "
+            "| items for a 3-pt drop |", "|---|---|---|---|---|---|---|---|"]
+    for name, variant in results["variants"].items():
+        entry = variant.get("accuracy", {}).get(task)
+        if variant["status"] != "ok" and not entry:
+            rows.append(f"| {name} | {variant['status']}: {variant.get('reason')} | | | | | | |")
+            continue
+        cells = [f"{entry['value']:.3f} {_ci(entry['ci95'])}"]
+        check = checks.get(name, {}).get(task)
+        if variant.get("baseline") or check is None or not check.comparison:
+            cells += ["-", "-", "-", "-", "-", "-"]
+        else:
+            c = check.comparison
+            recovery = (base["value"] / entry["value"] if lower_better else entry["value"] / base["value"]) \
+                if entry["value"] and base["value"] else float("nan")
+            discordance = (c["lost"] + c["gained"]) / c["n"]
+            needed = items_needed(discordance, drop) if not lower_better else None
+            kl = entry.get("kl")
+            cells += [f"{c['diff']:+.3f} {_ci(c['ci95'])}", f"{c['p']:.3g} ({c['test']})",
+                      f"{c['lost']} / {c['gained']}", f"{recovery:.3f}",
+                      f"{kl['value']:.3f}" if kl else "-",
+                      f"{needed} (discordance {discordance:.2f})" if needed else "-"]
+        rows.append(f"| {name}{' (baseline)' if variant.get('baseline') else ''} | " + " | ".join(cells) + " |")
+    return rows + [""]
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("run", type=Path)
+    ap.add_argument("--drop", type=float, default=0.03, help="the drop a paired test should see (default 0.03)")
     args = ap.parse_args()
     results, _ = load_side(str(args.run))
-    gates, _ = load_policy(None, results)
+    gates, source = load_policy(None, results)
     baseline = pick_variant(results, None, default_baseline=True, label="baseline")
-    tasks = [t["label"] or t["name"] for t in results["recipe"]["tasks"]]
-    workload = results["recipe"]["perf"]["workloads"][0]
-    levels = workload["concurrency"]
-    print(f"Tasks: score (paired difference from {results['baseline']}, positive = better [95% CI]) "
-          f"KL nats/token. "
-          f"Perf: {workload['name']}, output tok/s at concurrency {', '.join(map(str, levels))}.\n")
-    print("| variant | quantize s | size MB | " + " | ".join(tasks) + " | out tok/s |")
-    print("|---" * (len(tasks) + 4) + "|")
+    checks, verdicts = {}, {}
     for name, variant in results["variants"].items():
-        if variant["status"] != "ok":
-            print(f"| {name} | failed: {variant.get('reason')} |")
+        if variant.get("baseline"):
             continue
-        paired = {} if variant.get("baseline") else _paired(results, gates, baseline, name)
-        manifest = variant.get("manifest") or {}
-        seconds = manifest.get("quantization_seconds")
-        points = (variant.get("perf") or {}).get(workload["name"], {}).get("points", [])
-        speed = " / ".join(f"{p['output_tokens_per_s']:.0f}" for p in points if p.get("concurrency") is not None)
-        cells = [_score(variant["accuracy"].get(t), paired.get(t)) for t in tasks]
-        print(f"| {name} | {seconds if seconds is not None else '-'} | {variant['size_bytes'] / 1e6:.0f} | "
-              + " | ".join(cells) + f" | {speed} |")
+        candidate = pick_variant(results, name, default_baseline=False, label="candidate")
+        try:
+            found = compare(baseline, candidate, gates)
+        except GateInputError as exc:
+            verdicts[name] = f"error: {exc}"
+            continue
+        checks[name] = {c.task: c for c in found}
+        failing = [f"{c.task} {c.verdict.outcome}" for c in found if not c.passed]
+        verdicts[name] = outcome(found) + (f" ({'; '.join(failing)})" if failing else "")
+    tasks = list(baseline["accuracy"])
+    print(f"Baseline {results['baseline']}; gate policy: {source} (rule {gates.rule}, max_drop {gates.max_drop}).\n")
+    for task in tasks:
+        print("\n".join(_task_table(results, task, baseline, checks, args.drop)))
+    print("### Gate verdicts (`quant gate --baseline RUN --candidate RUN:VARIANT`)\n")
+    print("| variant | verdict |\n|---|---|")
+    for name, verdict in verdicts.items():
+        print(f"| {name} | {verdict} |")
+    print("\n### `quant choose RUN --task T`\n")
+    for task in tasks:
+        proc = subprocess.run([sys.executable, "-m", "quant.cli", "choose", str(args.run), "--task", task],
+                              capture_output=True, text=True)
+        text = (proc.stdout or proc.stderr).strip().splitlines()
+        print(f"- {task}: " + (text[0] if text else f"exit {proc.returncode}"))
 
 
 if __name__ == "__main__":

