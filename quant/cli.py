@@ -117,7 +117,7 @@ def cmd_gate(args) -> int:
         check_policy_tasks(policy, list(baseline.get("accuracy", {})), source)
         if args.rule:
             policy = policy.model_copy(update={"rule": args.rule})
-        checks = compare(baseline, candidate, policy, args.allow_partial_overlap)
+        checks = compare(baseline, candidate, policy, args.allow_partial_overlap, source, args.allow_undeployable)
     except GateInputError as exc:
         return fail(args, str(exc))
     names = (baseline["name"], candidate["name"], policy.rule, source)
@@ -313,6 +313,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--json", help="write the checks as JSON here")
     g.add_argument("--allow-partial-overlap", action="store_true",
                    help="gate on the items both sides scored when their item sets differ (default: exit 2)")
+    g.add_argument("--allow-undeployable", action="store_true",
+                   help="gate the accuracy of a variant recorded failed or unsupported (default: exit 2, it cannot "
+                   "be deployed); every line and report says so, and perf is not gated")
     g.set_defaults(func=cmd_gate)
 
     c = sub.add_parser("choose", help="the variant to deploy per task, why, and its serve command")
