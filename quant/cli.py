@@ -135,9 +135,8 @@ def cmd_gate(args) -> int:
 
 def cmd_choose(args) -> int:
     from core.recipe import Gates
-    from perf.engines.vllm import serve_command
     from reports import choose_output
-    from reports.choose import ChooseError, choose, parse_slo
+    from reports.choose import ChooseError, choose, deploy_command, engine_label, parse_slo
     from reports.gate import GateInputError, load_side
     from reports.table import tasks_of
 
@@ -150,11 +149,9 @@ def cmd_choose(args) -> int:
         choices, shared = choose(results, tasks, max_drop, slos, args.objective)
     except (GateInputError, ChooseError) as exc:
         return fail(args, str(exc))
-    engine_args = results.get("recipe", {}).get("engine", {}).get("args", {})
-    commands = {t: serve_command(c.checkpoint, c.variant, engine_args, cuda=args.cuda)
-                for t, c in choices.items() if c}
+    commands = {t: deploy_command(results, c.variant) for t, c in choices.items() if c}
     render = choose_output.as_json if args.json else choose_output.as_text
-    print(render(choices, shared, commands, max_drop, slos, args.objective))
+    print(render(choices, shared, commands, max_drop, slos, args.objective, engine_label(results)))
     return exit_codes.OK if all(choices.values()) else exit_codes.FAILED
 
 
@@ -326,7 +323,6 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--objective", choices=["throughput", "latency", "memory"], default="throughput")
     c.add_argument("--max-drop", type=float, help="allowed absolute accuracy drop (default: the run's recipe "
                    "gates, per task, as `quant gate` reads them)")
-    c.add_argument("--cuda", action="store_true", help="print the command for a CUDA machine")
     c.add_argument("--json", action="store_true")
     c.set_defaults(func=cmd_choose)
 

@@ -9,7 +9,8 @@ lifeline). It serves, on 127.0.0.1, what the sweep asks of vLLM's OpenAI-compati
   baseline's against itself is 0); streamed token chunks (vLLM's SSE format) for the load generator.
 
 Each start appends its served name to $STANDIN_ENGINE_STARTS where set. A served name containing "broken" answers every completion with HTTP 400: that variant fails mid-measurement.
-`PY -c ...` (the sweep's version probe) prints the stand-in's version.
+`PY -c ...` (the sweep's engine probe) prints the stand-in's facts: vllm, its version, and the device
+$STANDIN_ENGINE_DEVICE names (default cpu).
 """
 
 from __future__ import annotations
@@ -107,7 +108,8 @@ def serve(argv: list[str]) -> None:
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["-c"]:
-        print(VERSION)
+        print(json.dumps({"distribution": "vllm", "version": VERSION,
+                          "device": os.environ.get("STANDIN_ENGINE_DEVICE", "cpu")}))
     elif sys.argv[1:3] == ["-m", "vllm.entrypoints.openai.api_server"]:
         serve(sys.argv[3:])
     else:
