@@ -21,8 +21,7 @@ from reports.lm_eval_dir import read_lm_eval_dir, results_files
 from reports.results_file import ResultsError, read_results, validate_results
 from reports.samples import ItemFileError, ItemMismatch, ItemScores, item_scores, paired_scores, records_scores
 
-__all__ = ["EXIT", "Check", "GateInputError", "compare", "load_policy", "load_side", "outcome", "pick_variant",
-           "undeployable"]
+__all__ = ["EXIT", "Check", "GateInputError", "compare", "load_policy", "load_side", "outcome", "pick_variant"]
 
 MEAN_TOLERANCE = 1e-6
 
@@ -203,7 +202,7 @@ def check_deployable(baseline: dict, candidate: dict, allow_undeployable: bool) 
     return "; ".join(why[0] for _, why in found), "; ".join(why[1] for _, why in found)
 
 
-def _check_decidable(task: str, n_baseline: int, policy: Gates, policy_source: str, where: str) -> None:
+def check_decidable(task: str, n_baseline: int, policy: Gates, policy_source: str, where: str) -> None:
     """A policy that can never decide on the baseline's item count is a mistake, not an inconclusive result."""
     if policy.min_n > n_baseline:
         raise GateInputError(f"{policy_source}: min_n {policy.min_n} but the baseline scored {n_baseline} items of "
@@ -227,7 +226,7 @@ def _check_unchanged_can_pass(task: str, base_items: ItemScores, policy: Gates, 
 
 
 def accuracy_check(task: str, base: dict, cand: dict, baseline: dict, candidate: dict, policy: Gates,
-                   allow_partial_overlap: bool = False, policy_source: str = "policy") -> Check:
+                   allow_partial_overlap: bool = False, policy_source: str = "default policy") -> Check:
     for entry, side in ((base, baseline), (cand, candidate)):
         _refuse_non_mean(task, entry, side["_path"])
     if cand["metric"] != base["metric"]:
@@ -239,7 +238,7 @@ def accuracy_check(task: str, base: dict, cand: dict, baseline: dict, candidate:
     if base_items and cand_items:
         _check_is_mean(task, base, base_items)
         _check_is_mean(task, cand, cand_items)
-        _check_decidable(task, len(base_items.items), policy, policy_source, str(base_items.path))
+        check_decidable(task, len(base_items.items), policy, policy_source, str(base_items.path))
         _check_unchanged_can_pass(task, base_items, policy, margin, better_up, policy_source)
         try:
             stats = paired_scores(base_items, cand_items, task, policy.confidence, better_up)
@@ -261,7 +260,7 @@ def accuracy_check(task: str, base: dict, cand: dict, baseline: dict, candidate:
     if policy.rule != "point":
         raise GateInputError(f"{baseline['_path']}: {task}: rule {policy.rule!r} needs per-item scores on both "
                              f"sides (variants/<name>/evals/{task}.jsonl next to results.json)")
-    _check_decidable(task, base["n"], policy, policy_source, baseline["_path"])
+    check_decidable(task, base["n"], policy, policy_source, baseline["_path"])
     if base["n"] != cand["n"]:
         raise GateInputError(f"{candidate['_path']}: {task}: no per-item files and the sides scored different "
                              f"numbers of items ({base['n']} vs {cand['n']}): their means are not comparable")

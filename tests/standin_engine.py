@@ -4,10 +4,10 @@ vllm.entrypoints.openai.api_server --model M --served-model-name N --host H --po
 lifeline). It serves, on 127.0.0.1, what the sweep asks of vLLM's OpenAI-compatible server:
 
 - GET /health, GET /v1/models (with max_model_len); no /metrics (404: the perf stage skips its cross-check);
-- POST /v1/completions: a fixed answer to a text prompt (" #### 42": demo_math's format); with `echo` and
-  `max_tokens: 0` the prompt's own
-  logprobs, a top-k whose shape depends on the served name (so KL against the baseline is > 0 and the
-  baseline's against itself is 0); streamed token chunks (vLLM's SSE format) for the load generator.
+- POST /v1/completions: a fixed answer to a text prompt (" #### 42", in demo_math's format); with `echo` and
+  `max_tokens: 0` the prompt's own logprobs, a top-k whose shape depends on the served name (so KL against
+  the baseline is > 0 and the baseline's against itself is 0); streamed token chunks (vLLM's SSE format)
+  for the load generator.
 
 Each start appends its served name to $STANDIN_ENGINE_STARTS where set. A served name containing "broken" answers every completion with HTTP 400: that variant fails mid-measurement.
 A served name ending in "-wrong<K>" answers " #### 41" to the text prompts that name "item <N>" with N < K:

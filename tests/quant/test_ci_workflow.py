@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from core.recipe import Gates, parse_recipe
-from reports.gate import GateInputError, _check_decidable
+from reports.gate import GateInputError, check_decidable
 from tests.helpers import DEMO_MODEL, REPO
 from tests.workflow_runner import Runner, comments, load, permissions, release_assets
 
@@ -157,6 +157,6 @@ def test_the_shipped_policy_fits_the_tasks_of_the_recipe_it_gates():
         if items is None:
             continue   # a size not known offline: the gate checks it on the run
         try:
-            _check_decidable(task, items, policy, "examples/ci/gate-policy.yaml", recipe.name)
+            check_decidable(task, items, policy, "examples/ci/gate-policy.yaml", recipe.name)
         except GateInputError as exc:
             pytest.fail(str(exc))
