@@ -112,8 +112,9 @@ def _context(recipe: Recipe, location: Location, recipe_path: Path | None, cache
                        engine_version=engine["version"], reporter=reporter, retry_failed=retry_failed,
                        model_source=source_facts(model_dir), engine_facts={"kind": recipe.engine.kind, **engine})
     reporter.log(f"sweep [bold]{recipe.name}[/bold]: model {model_dir} · {len(recipe.variants)} variants · "
-                 f"tasks {', '.join(t.key for t in recipe.tasks)} · engine {engine['distribution'] or recipe.engine.kind} "
-                 f"{ctx.engine_version} ({engine['device'] or 'device unknown'})")
+                 f"tasks {', '.join(t.key for t in recipe.tasks)} · engine "
+                 f"{engine['distribution'] or recipe.engine.kind} {ctx.engine_version} "
+                 f"({engine['device'] or 'device unknown'})")
     leftovers = ctx.cache.remove_leftovers() + remove_leftovers(out, recursive=True)
     if leftovers:
         reporter.log(f"removed {len(leftovers)} unfinished file(s) of an interrupted run")

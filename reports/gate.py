@@ -186,8 +186,9 @@ def undeployable(side: dict, role: str) -> tuple[str, str] | None:
     if status == "ok":
         return None
     scored = "scored in-process, not served" if side.get("eval_backend") == "inprocess" else "recorded before it failed"
+    reason = side.get("reason") or "no reason recorded"
     return (f"{role} {side['name']} {status}, accuracy {scored}",
-            f"{role} {side['name']} is {status} ({side.get('reason') or 'no reason recorded'}); its accuracy was {scored}")
+            f"{role} {side['name']} is {status} ({reason}); its accuracy was {scored}")
 
 
 def check_deployable(baseline: dict, candidate: dict, allow_undeployable: bool) -> tuple[str, str]:

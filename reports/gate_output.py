@@ -44,7 +44,8 @@ def _caveat(checks: list[Check]) -> str:
 
 
 def _overall(checks: list[Check]) -> str:
-    return LABEL[outcome(checks)] + (" (accuracy only, NOT DEPLOYABLE: --allow-undeployable)" if _caveat(checks) else "")
+    caveat = " (accuracy only, NOT DEPLOYABLE: --allow-undeployable)" if _caveat(checks) else ""
+    return LABEL[outcome(checks)] + caveat
 
 
 def _num(x: float, fmt: str) -> str:
