@@ -1,13 +1,17 @@
 """Generated code is confined: every hostile program fails and leaves the host untouched; a pass proves the tests
 ran to the end (every scoring cheat scores 0); without bubblewrap nothing runs unless the user opted in."""
 
+import contextlib
+import dataclasses
 import os
 import shutil
+import subprocess
 import tempfile
+import uuid
 
 import pytest
 
-from evals import fallback, hostile, integrity, sandbox
+from evals import code_scoring, fallback, hostile, integrity, sandbox
 from evals.execute import Limits, run_program
 from evals.hostile import check, corpus
 from evals.registry import check_code_isolation
@@ -172,7 +176,7 @@ def test_a_pass_proves_the_tests_ran_to_the_end(request, name, isolated):
         pytest.skip(reason)
     program, should_pass = integrity.corpus()[name]
     with permit_unisolated(not isolated):
-        result = run_program(program.solution, tests=program.tests)
+        result = code_scoring.run(program)
     assert result.passed == should_pass, result
 
 
