@@ -64,7 +64,8 @@ def _launcher(caps, limits: Limits, cgroup: CgroupLimit, work: str) -> list[str]
                "RLIMIT_NOFILE": 64, "RLIMIT_CORE": 0}
     if os.geteuid() != 0:  # counted per user; in bubblewrap's fresh user namespace that is this sandbox alone
         rlimits["RLIMIT_NPROC"] = limits.max_procs
-    return launcher_argv(caps.layers, [str(path / "cgroup.procs") for path in cgroup.dirs], rlimits, work)
+    return launcher_argv(caps.layers, [str(path / "cgroup.procs") for path in cgroup.dirs], rlimits, work,
+                         tmp_bytes=limits.file_bytes)
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
