@@ -145,6 +145,7 @@ class RanOn(Record):
     node_id: StrictStr | None = None      # Ray's id of the node
     started: Number
     finished: Number
+    stages: dict[StrictStr, Number] = {}  # wall seconds per stage this run (quant/timing.py); cached ones cost ~0
 
 
 class WorkloadResult(Record):

@@ -34,6 +34,7 @@ def eval_key(ctx: SweepContext, task: Task, ckpt_key: str, backend: str, engine_
 
 class EvalStage:
     """Every task of the recipe on one variant through one backend ("served" or "inprocess")."""
+    name = "evals"
 
     def __init__(self, ctx: SweepContext, variant: Variant, checkpoint: Checkpoint, backend: str,
                  engine_args: dict | None = None):

@@ -25,6 +25,7 @@ def _kl_key(eval_key: str, reference_key: str) -> str:
 
 class KlStage:
     """One variant's half of the KL stage, on the answers of its eval stage (`eval_keys`: task -> cache key)."""
+    name = "kl"
 
     def __init__(self, ctx: SweepContext, variant: Variant, eval_keys: dict[str, str]):
         self.ctx, self.variant, self.eval_keys = ctx, variant, eval_keys

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from typing import Protocol
 
 from core.hashing import digest
@@ -19,6 +19,7 @@ from quant.context import Checkpoint, Session, StageError, SweepContext
 from quant.eval_stage import EvalStage
 from quant.kl_stage import KlStage
 from quant.perf_stage import PerfStage
+from quant.timing import timed
 
 STAGE_SERVE_FAILURES = "serve-failures"
 
@@ -26,6 +27,8 @@ STAGE_SERVE_FAILURES = "serve-failures"
 class Stage(Protocol):
     """A measuring stage of one variant (eval_stage, kl_stage, perf_stage): whether it has uncached work, that
     work through a session, and its cached results copied into the variant's record."""
+
+    name: str   # its entry in the variant's per-stage wall times (quant/timing.py)
 
     def pending(self) -> bool: ...
     def run(self, session: Session) -> None: ...
@@ -62,7 +65,8 @@ def _run_stages(stages: list[Stage], session: Callable[[], AbstractContextManage
     if opened:
         with session() as live:
             for stage in stages:
-                stage.run(live)
+                with timed(record, stage.name):
+                    stage.run(live)
     for stage in stages:
         stage.collect(record)
     return opened
@@ -83,7 +87,9 @@ def _measure_served(ctx: SweepContext, variant: Variant, checkpoint: Checkpoint,
     def served() -> Iterator[Session]:
         ctx.reporter.log(f"  starting {ctx.recipe.engine.kind} on 127.0.0.1 …")
         started = time.time()
-        with engine as server:
+        with ExitStack() as stack:
+            with timed(record, "engine_start"):
+                server = stack.enter_context(engine)
             ctx.reporter.log(f"  server ready in {time.time() - started:.0f}s (pid {server.pid})")
             yield Session(ServedLM(server.completions_url, variant.name, tokenizer_dir=checkpoint.path,
                                    concurrency=ctx.recipe.eval_concurrency), server)
@@ -103,7 +109,8 @@ def _measure_inprocess(ctx: SweepContext, variant: Variant, checkpoint: Checkpoi
     @contextmanager
     def in_process() -> Iterator[Session]:
         try:
-            lm = inprocess_lm(checkpoint.path)
+            with timed(record, "model_load"):
+                lm = inprocess_lm(checkpoint.path)
         except Exception as exc:  # noqa: BLE001 - any loader failure is this variant's reason
             raise StageError(f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}") from None
         yield Session(lm)

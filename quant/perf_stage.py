@@ -28,6 +28,7 @@ def perf_key(ctx: SweepContext, workload: Workload, ckpt_key: str, engine_args: 
 
 class PerfStage:
     """Every workload of the recipe on one served variant (`session.server`)."""
+    name = "perf"
 
     def __init__(self, ctx: SweepContext, variant: Variant, checkpoint: Checkpoint, engine_args: dict):
         self.ctx, self.variant, self.checkpoint = ctx, variant, checkpoint

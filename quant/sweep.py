@@ -31,6 +31,7 @@ from quant.models import resolve_model
 from quant.perf_stage import memory_columns
 from quant.progress import Reporter
 from quant.quantize_stage import checkpoint_for
+from quant.timing import timed
 from quant.validate import raise_on_errors, validate
 from quantize.gguf_source import source_facts
 from reports.render import render_all
@@ -193,7 +194,8 @@ def run_variant(ctx: SweepContext, variant: Variant) -> dict:
     """The variant's record: its checkpoint (quantize stage), then evals, KL and perf on it (measure.py)."""
     record = new_record(variant)
     try:
-        checkpoint = checkpoint_for(ctx, variant)
+        with timed(record, "quantize"):
+            checkpoint = checkpoint_for(ctx, variant)
     except StageError as exc:
         return {**record, "status": "failed", "reason": f"quantization: {exc}"}
     record.update(checkpoint=str(checkpoint.path), checkpoint_key=checkpoint.key, size_bytes=checkpoint.size_bytes,

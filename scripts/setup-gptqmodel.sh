@@ -9,11 +9,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+PYTHON=${PYTHON:-python3.11}
 MAIN_VENV=${QUANT_MAIN_VENV:-.venv}
 PY=$MAIN_VENV/bin/python
 GPTQMODEL=GPTQModel==7.7.0
 DEPS=(PyPcre==0.6.4 LogBar==0.4.15 TokeNicer==0.0.14 Device-SMI==0.5.7 Defuser==0.0.28 optimum==2.3.0)
-export PIP_DISABLE_PIP_VERSION_CHECK=1
+source scripts/installer.sh   # pip_install: uv where it can be had, else pip
 
 # pip's resolver then reports gptqmodel's declared (and here deliberately unmet) requirements as an ERROR, and
 # repeats a warning about local find-links folders: drop both, keep anything else.
@@ -43,8 +44,8 @@ pins=$(mktemp)
 trap 'rm -f "$pins"' EXIT
 # Everything installed now, as constraints (editable/local lines are not allowed in a constraint file).
 "$PY" -m pip freeze --exclude-editable | grep -v -i -e '^gptqmodel==' -e ' @ ' > "$pins"
-quiet "$PY" -m pip install -q --no-deps "$GPTQMODEL"
+quiet pip_install "$MAIN_VENV" -q --no-deps "$GPTQMODEL"
 # PyPcre builds from source (needs a C compiler).
-quiet "$PY" -m pip install -q -c "$pins" "${DEPS[@]}"
+quiet pip_install "$MAIN_VENV" -q -c "$pins" "${DEPS[@]}"
 installed || { echo "setup-gptqmodel: installed, but \`import gptqmodel\` fails in $MAIN_VENV" >&2; exit 1; }
 echo "setup-gptqmodel: $GPTQMODEL ready (its CPU kernels compile on first use, ~20 s, under ~/.cache/gptqmodel)"

