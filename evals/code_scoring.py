@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
 from evals.execute import ExecResult, run_program
-from evals.test_names import defined_names, free_names
+from evals.scoring_names import defined_names, free_names
 
 _outcomes: dict[str, bool] = {}
 
@@ -23,7 +23,7 @@ _outcomes: dict[str, bool] = {}
 class Program(NamedTuple):
     """The model's code, then the tests that judge it. The tests see the prelude's names (the task's own text,
     run on its own: a prompt's helpers and imports), the builtins as they were, and of the solution only its
-    entry points, whose results must be plain values (evals/test_names.py, evals/sandbox_harness.py)."""
+    entry points, whose results must be plain values (evals/scoring_names.py, evals/sandbox_harness.py)."""
     solution: str
     tests: str
     prelude: str = ""
@@ -38,7 +38,7 @@ def humaneval_program(doc: dict, completion: str) -> Program:
 
 def mbpp_program(doc: dict, completion: str) -> Program:
     """The tests call the functions (and use the classes) MBPP's reference code defines, by name; without a
-    reference, whatever name the tests read that nothing else provides (evals/test_names.py)."""
+    reference, whatever name the tests read that nothing else provides (evals/scoring_names.py)."""
     setup = doc.get("test_setup_code") or ""
     tests = "\n".join(doc["test_list"]) + "\n"
     read = set(free_names(tests))

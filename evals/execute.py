@@ -13,7 +13,7 @@ What confines the process is in evals/sandbox.py. What makes a pass trustworthy 
   another thread, and an audit hook refuses frame access, tracing, gc scans, ctypes and /proc/self/mem;
   the process is non-dumpable.
 - The tests compute what they say: they run in a namespace of their own (the task's prelude, the builtins
-  and standard library as they were, and of the program only its entry points, evals/test_names.py); the
+  and standard library as they were, and of the program only its entry points, evals/scoring_names.py); the
   modules they use are put back after the program and after each call of an entry point; an entry point's
   result reaches them only as a plain value, so `==` is the interpreter's own.
 What a pass does not prove:
@@ -37,7 +37,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from evals import test_names
+from evals import scoring_names
 from evals.fallback import launcher_argv, prepare_work_dir
 from evals.sandbox import CgroupLimit, bwrap_argv, capabilities, interpreter, require_isolation
 
@@ -96,14 +96,14 @@ def run_program(source: str, limits: Limits = Limits(), tests: str = "", prelude
                 entry_points: tuple[str, ...] = (), classes: tuple[str, ...] = ()) -> ExecResult:
     """Run `source` (the solution), then `tests` in a namespace of their own: `prelude` (the task's own text:
     a prompt's helpers and imports) run before the solution, and of the solution only the names the tests
-    read that nothing else provides, `entry_points` always (evals/test_names.py). Passed only when the tests
+    read that nothing else provides, `entry_points` always (evals/scoring_names.py). Passed only when the tests
     (or, without tests, the source) ran to the end. Raises IsolationRequired where bubblewrap is missing and
     nobody opted in (evals.sandbox.permit_unisolated)."""
     caps = capabilities()
     require_isolation("run_program", caps)
     token = secrets.token_hex(16).encode()
     files = ["program.py", "tests.py", "prelude.py"]
-    plan = json.dumps(test_names.plan(tests, tuple(entry_points), tuple(classes)))
+    plan = json.dumps(scoring_names.plan(tests, tuple(entry_points), tuple(classes)))
     with tempfile.TemporaryDirectory(prefix="quant-exec-") as host_dir:
         work = os.path.join(host_dir, "work")
         os.makedirs(os.path.join(work, "tmp"))

@@ -20,7 +20,7 @@ evals/execute.py):
 - everything this file calls after the program started was bound before it started.
 
 What keeps the program from changing what the tests compute:
-- the tests run in a namespace of their own (PLAN, from evals/test_names.py): the prelude's names (the
+- the tests run in a namespace of their own (PLAN, from evals/scoring_names.py): the prelude's names (the
   task's own text, run before the program: HumanEval's prompt with its helpers and imports), the builtins as
   they were before the program ran, standard-library modules imported before it ran, and of the program only
   its entry points. A program's own `abs`, `round`, `math` or prompt helper never reaches the tests;
@@ -247,7 +247,7 @@ def _module_guard(modules: dict):
 
 
 def _tests_namespace(spec: dict, prelude, pristine: dict, modules: dict):
-    """Build the namespace the tests run in (see evals/test_names.py): the prelude's names, the standard-library
+    """Build the namespace the tests run in (see evals/scoring_names.py): the prelude's names, the standard-library
     modules they need, and a function that hands them the program's entry points once the program has run.
     Returns (namespace, hand_over, settle)."""
     from time import sleep

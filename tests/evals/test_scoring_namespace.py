@@ -1,9 +1,9 @@
 """What a code task's tests see: the prompt's names, the builtins and standard library as they were, the
-program's entry points, and of those only plain values (evals/test_names.py, evals/sandbox_harness.py)."""
+program's entry points, and of those only plain values (evals/scoring_names.py, evals/sandbox_harness.py)."""
 
 import pytest
 
-from evals import code_scoring, test_names
+from evals import code_scoring, scoring_names
 from evals.execute import run_program
 
 HUMANEVAL_32_TEST = ("import math\nimport random\nimport copy\n\ndef check(candidate):\n"
@@ -13,12 +13,12 @@ HUMANEVAL_32_TEST = ("import math\nimport random\nimport copy\n\ndef check(candi
 
 
 def test_the_plan_names_what_the_tests_read_and_the_modules_they_need():
-    plan = test_names.plan(HUMANEVAL_32_TEST, entry_points=("find_zero",))
+    plan = scoring_names.plan(HUMANEVAL_32_TEST, entry_points=("find_zero",))
     assert plan["free"] == ["find_zero", "poly", "range"]   # math, random, copy: the tests import their own
     assert plan["entry_points"] == ["find_zero"] and plan["modules"] == ["copy", "math", "random"]
-    mbpp = test_names.plan("assert math.isclose(area(1), 3.14159, rel_tol=0.01)\nassert abs(area(0)) == 0\n")
+    mbpp = scoring_names.plan("assert math.isclose(area(1), 3.14159, rel_tol=0.01)\nassert abs(area(0)) == 0\n")
     assert mbpp["free"] == ["abs", "area", "math"] and mbpp["modules"] == ["math"]
-    assert test_names.free_names("def check(:\n") == []   # the harness reports the syntax error itself
+    assert scoring_names.free_names("def check(:\n") == []   # the harness reports the syntax error itself
 
 
 def test_the_tests_see_the_prompts_helpers_not_the_programs():
