@@ -234,7 +234,7 @@ def cmd_sandbox_check(args) -> int:
         print("hostile programs (contained: scored 0 and reached nothing of the host)")
         outcomes = hostile.check()
         print("\n".join(hostile_lines(outcomes)))
-        print("scoring integrity (every cheat must score 0; control_right 1, control_wrong 0)")
+        print("scoring integrity (every cheat must score 0; each control_right* 1, each control_wrong* 0)")
         verdicts = integrity.check()
         print("\n".join(integrity_lines(verdicts)))
     return exit_codes.OK if all(o.contained for o in outcomes) and all(v.correct for v in verdicts) \
