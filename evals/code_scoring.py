@@ -8,37 +8,56 @@ answers from them, and runs a program itself only if it was not prefetched.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
-from evals.execute import run_program
+from evals.execute import ExecResult, run_program
+from evals.scoring_names import defined_names, free_names
 
 _outcomes: dict[str, bool] = {}
 
 
 class Program(NamedTuple):
-    """The model's code, then the tests that judge it (run after it, with untouched builtins)."""
+    """The model's code, then the tests that judge it. The tests see the prelude's names (the task's own text,
+    run on its own: a prompt's helpers and imports), the builtins as they were, and of the solution only its
+    entry points, whose results must be plain values (evals/scoring_names.py, evals/sandbox_harness.py)."""
     solution: str
     tests: str
+    prelude: str = ""
+    entry_points: tuple[str, ...] = ()
+    classes: tuple[str, ...] = ()   # entry points the tests use as classes (constructed, not compared)
 
 
 def humaneval_program(doc: dict, completion: str) -> Program:
-    return Program(f"{doc['prompt']}{completion}\n", f"{doc['test']}\ncheck({doc['entry_point']})\n")
+    return Program(f"{doc['prompt']}{completion}\n", f"{doc['test']}\ncheck({doc['entry_point']})\n",
+                   prelude=doc["prompt"], entry_points=(doc["entry_point"],))
 
 
 def mbpp_program(doc: dict, completion: str) -> Program:
+    """The tests call the functions (and use the classes) MBPP's reference code defines, by name; without a
+    reference, whatever name the tests read that nothing else provides (evals/scoring_names.py)."""
     setup = doc.get("test_setup_code") or ""
-    return Program(f"{setup}\n{completion}\n", "\n".join(doc["test_list"]) + "\n")
+    tests = "\n".join(doc["test_list"]) + "\n"
+    read = set(free_names(tests))
+    functions, classes = defined_names(doc.get("code") or "")
+    return Program(f"{setup}\n{completion}\n", tests, prelude=setup,
+                   entry_points=tuple(f for f in functions if f in read), classes=tuple(c for c in classes if c in read))
+
+
+def run(program: Program) -> ExecResult:
+    return run_program(program.solution, tests=program.tests, prelude=program.prelude,
+                       entry_points=program.entry_points, classes=program.classes)
 
 
 def _key(program: Program) -> str:
-    return hashlib.sha256(f"{len(program.solution)}:{program.solution}{program.tests}".encode()).hexdigest()
+    return hashlib.sha256(json.dumps(list(program)).encode()).hexdigest()
 
 
 def _run(program: Program) -> bool:
-    return run_program(program.solution, tests=program.tests).passed
+    return run(program).passed
 
 
 def workers() -> int:

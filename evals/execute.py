@@ -11,11 +11,14 @@ What confines the process is in evals/sandbox.py. What makes a pass trustworthy 
   reading the program's own source, /proc/self/cmdline or environ gives nothing.
 - Inside the process the harness keeps the token where Python code cannot reach it: the program runs in
   another thread, and an audit hook refuses frame access, tracing, gc scans, ctypes and /proc/self/mem;
-  the process is non-dumpable. The tests run with the builtins as they were before the program started.
+  the process is non-dumpable.
+- The tests compute what they say: they run in a namespace of their own (the task's prelude, the builtins
+  and standard library as they were, and of the program only its entry points, evals/scoring_names.py); the
+  modules they use are put back after the program and after each call of an entry point; an entry point's
+  result reaches them only as a plain value, so `==` is the interpreter's own.
 What a pass does not prove:
-- that the tests are strong: a solution whose result compares equal to anything, or that changes a module
-  the tests import (say math.isclose), passes what such tests let through, as in any harness that runs
-  solution and tests in one interpreter;
+- that the tests are strong: a wrong solution passes what its tests let through; and objects inside
+  modules (a class's methods) or code the program leaves in objects the tests hold are not put back;
 - anything against a program written to attack this harness: CPython's audit hooks are not a security
   boundary (PEP 578), and a program that finds a way past them (an interpreter bug, an unaudited path to
   its own memory) or, unisolated and still root, reads the harness's memory from another process, could
@@ -25,6 +28,7 @@ What a pass does not prove:
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import signal
@@ -33,6 +37,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from evals import scoring_names
 from evals.fallback import launcher_argv, prepare_work_dir
 from evals.sandbox import CgroupLimit, bwrap_argv, capabilities, interpreter, require_isolation
 
@@ -59,7 +64,8 @@ def _launcher(caps, limits: Limits, cgroup: CgroupLimit, work: str) -> list[str]
                "RLIMIT_NOFILE": 64, "RLIMIT_CORE": 0}
     if os.geteuid() != 0:  # counted per user; in bubblewrap's fresh user namespace that is this sandbox alone
         rlimits["RLIMIT_NPROC"] = limits.max_procs
-    return launcher_argv(caps.layers, [str(path / "cgroup.procs") for path in cgroup.dirs], rlimits, work)
+    return launcher_argv(caps.layers, [str(path / "cgroup.procs") for path in cgroup.dirs], rlimits, work,
+                         tmp_bytes=limits.file_bytes)
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
@@ -86,18 +92,22 @@ def _confinement(caps, limits: Limits, work: str, files: list[str]) -> tuple[lis
     return [], work, {"HOME": work, "TMPDIR": os.path.join(work, "tmp")}
 
 
-def run_program(source: str, limits: Limits = Limits(), tests: str = "") -> ExecResult:
-    """Run `source` (the solution), then `tests` in a namespace holding its names; passed only when the tests
-    (or, without tests, the source) ran to the end. Raises IsolationRequired where bubblewrap is missing
-    and nobody opted in (evals.sandbox.permit_unisolated)."""
+def run_program(source: str, limits: Limits = Limits(), tests: str = "", prelude: str = "",
+                entry_points: tuple[str, ...] = (), classes: tuple[str, ...] = ()) -> ExecResult:
+    """Run `source` (the solution), then `tests` in a namespace of their own: `prelude` (the task's own text:
+    a prompt's helpers and imports) run before the solution, and of the solution only the names the tests
+    read that nothing else provides, `entry_points` always (evals/scoring_names.py). Passed only when the tests
+    (or, without tests, the source) ran to the end. Raises IsolationRequired where bubblewrap is missing and
+    nobody opted in (evals.sandbox.permit_unisolated)."""
     caps = capabilities()
     require_isolation("run_program", caps)
     token = secrets.token_hex(16).encode()
-    files = ["program.py", "tests.py"]
+    files = ["program.py", "tests.py", "prelude.py"]
+    plan = json.dumps(scoring_names.plan(tests, tuple(entry_points), tuple(classes)))
     with tempfile.TemporaryDirectory(prefix="quant-exec-") as host_dir:
         work = os.path.join(host_dir, "work")
         os.makedirs(os.path.join(work, "tmp"))
-        for name, text in zip(files, (source, tests)):
+        for name, text in zip(files, (source, tests, prelude)):
             with open(os.path.join(work, name), "w") as f:
                 f.write(text)
         prepare_work_dir(caps.layers, host_dir, work)
@@ -111,7 +121,7 @@ def run_program(source: str, limits: Limits = Limits(), tests: str = "") -> Exec
         try:
             with open(os.path.join(host_dir, "stderr"), "w+b") as err_file:
                 argv = (_launcher(caps, limits, cgroup, work) + prefix
-                        + [interpreter(), "-I", "-B", "-c", HARNESS, str(verdict_out)] + files)
+                        + [interpreter(), "-I", "-B", "-c", HARNESS, str(verdict_out)] + files + [plan])
                 try:
                     proc = subprocess.Popen(argv, cwd=cwd, env={"PATH": "/usr/bin:/bin", **env}, stdin=token_in,
                                             stdout=subprocess.DEVNULL, stderr=err_file, pass_fds=(verdict_out,),

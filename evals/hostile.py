@@ -2,12 +2,14 @@
 
 Every program ends by asserting that its attack worked, so a contained attack is scored as a failure. None
 sends traffic anywhere but to a loopback listener of the check's own.
-Containment is judged from the host: the victim files are intact, nothing new appeared beside them, the
-loopback listener saw no connection, no sandboxed process is left, and a sentinel process still lives.
+Containment is judged from the host: the victim files are intact, nothing new appeared beside them or in the
+host's world-writable directories, the loopback listener saw no connection, no sandboxed process is left,
+and a sentinel process still lives.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import socket
@@ -22,14 +24,30 @@ from evals.sandbox import capabilities
 
 SECRET_NAME = "QUANT_SANDBOX_CHECK_SECRET"
 VICTIM_TEXT = "keep me"
+SHARED_DIRS = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock")   # world-writable on a Linux host
+
+
+def shared_paths(victim_dir: str, suffix: str) -> list[str]:
+    """A file of this check's in each world-writable directory of the host: `-probe` (the host's, which a
+    program sharing that directory can see) and `-pwned` (what such a program leaves)."""
+    name = os.path.basename(victim_dir)
+    return [os.path.join(d, f"{name}-{suffix}") for d in SHARED_DIRS if os.path.isdir(d)]
 
 
 def corpus(victim_dir: str, victim_file: str, port: int) -> dict[str, str]:
+    probes = shared_paths(victim_dir, "probe")
     return {
         "fork_bomb": "import os\nwhile True:\n    os.fork()\n",
         "memory_bomb": "blocks = []\nwhile True:\n    blocks.append(bytearray(64 << 20))\n",
         "infinite_loop": "while True:\n    pass\n",
         "write_outside": f"open({victim_dir!r} + '/pwned', 'w').write('x')\n",
+        # Writes only where it sees the host's probe: into a world-writable directory it shares with the host.
+        "write_shared_tmp": ("import os\nshared = []\n"
+                             f"for probe in {probes!r}:\n"
+                             "    if os.path.exists(probe):\n"
+                             "        open(probe[:-len('probe')] + 'pwned', 'w').write('x')\n"
+                             "        shared.append(os.path.dirname(probe))\n"
+                             "assert shared, 'no world-writable directory shared with the host'\n"),
         "delete_outside": f"import os\nos.remove({victim_file!r})\n",
         "read_host_files": f"print(open({victim_file!r}).read())\n",
         "fill_disk": "i = 0\nwhile True:\n    open(f'f{i}', 'wb').write(b'x' * (1 << 19))\n    i += 1\n",
@@ -116,6 +134,8 @@ def _harm(victim: Path, listener: socket.socket, sentinel: subprocess.Popen) -> 
     harm = []
     if not victim.exists() or victim.read_text() != VICTIM_TEXT:
         harm.append("victim file changed or deleted")
+    if left := [os.path.dirname(p) for p in shared_paths(str(victim.parent), "pwned") if os.path.exists(p)]:
+        harm.append(f"wrote into the host's {', '.join(left)}")
     if extra := sorted(p.name for p in victim.parent.iterdir() if p != victim):
         harm.append(f"files written beside the victim: {extra}")
     try:
@@ -138,6 +158,15 @@ def _reset(victim: Path) -> None:
         elif path != victim:
             path.unlink()
     victim.write_text(VICTIM_TEXT)
+    _remove_shared(str(victim.parent))
+    for probe in shared_paths(str(victim.parent), "probe"):
+        Path(probe).write_text(VICTIM_TEXT)
+
+
+def _remove_shared(victim_dir: str) -> None:
+    for path in shared_paths(victim_dir, "probe") + shared_paths(victim_dir, "pwned"):
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(path)
 
 
 def check() -> list[Outcome]:
@@ -159,6 +188,7 @@ def check() -> list[Outcome]:
                 result = run_program(source)
                 outcomes.append(Outcome(name, result, time.perf_counter() - start, _harm(victim, listener, sentinel)))
         finally:
+            _remove_shared(victim_dir)
             os.environ.pop(SECRET_NAME, None)
             sentinel.kill()
             sentinel.wait()

@@ -13,7 +13,8 @@ Secure by default: without bubblewrap, generated code would run on the host with
 refused (`IsolationRequired`) unless the caller opted in with `permit_unisolated(True)` (the CLI's
 `--allow-unisolated-code`, a recipe's `allow_unisolated_code: true`). Even then it runs in a private
 temporary directory that is also its HOME and holds its TMPDIR, under the layers of evals/fallback.py that
-work here (own network namespace; as root, home directories hidden and the user nobody).
+work here (own network namespace; own /tmp, /var/tmp, /dev/shm and /run/lock; as root, home directories
+hidden and the user nobody).
 """
 
 from __future__ import annotations
@@ -147,8 +148,8 @@ def describe(caps: Capabilities | None = None) -> str:
         parts = ["bubblewrap: no network, own pid/ipc/uts/mount namespaces, read-only system, tmpfs work dir"]
     else:
         from evals.fallback import describe_layers
-        parts = ["NO bubblewrap isolation (code runs only on opt-in; world-readable files and world-writable "
-                 "directories stay reachable)", describe_layers(caps.layers),
+        parts = ["NO bubblewrap isolation (code runs only on opt-in; world-readable files stay readable)",
+                 describe_layers(caps.layers),
                  "private temporary work dir as HOME and TMPDIR"]
     if caps.cgroup_v2 or caps.cgroup_v1:
         parts.append("cgroup process and memory caps")

@@ -30,32 +30,49 @@ def mount(source, target, fstype, flags, data=None):
                                           encode(data)))
 
 
-def own_network():
-    """A new network namespace: only `lo`, and it is down. A normal user needs a user namespace for it, in
-    which it stays itself (the same uid and gid, nothing more)."""
-    if os.geteuid() == 0:
-        checked("unshare network", libc.unshare(CLONE_NEWNET))
+def own_namespaces(layers):
+    """New namespaces for the layers asked for: network (only `lo`, and it is down), mount (for `hidden` and
+    `tmp`; nothing mounted in it reaches the host's). A normal user needs a user namespace for them, in which
+    it stays itself (the same uid and gid, nothing more)."""
+    flags = (CLONE_NEWNET if "network" in layers else 0) | (CLONE_NEWNS if {"hidden", "tmp"} & set(layers) else 0)
+    what = "+".join(name for name, flag in (("network", CLONE_NEWNET), ("mount", CLONE_NEWNS)) if flags & flag)
+    if not flags:
         return
-    uid, gid = os.geteuid(), os.getegid()
-    checked("unshare user+network", libc.unshare(CLONE_NEWUSER | CLONE_NEWNET))
-    for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"), ("gid_map", f"{gid} {gid} 1")):
-        with open(f"/proc/self/{name}", "w") as f:
-            f.write(text)
+    if os.geteuid() == 0:
+        checked(f"unshare {what}", libc.unshare(flags))
+    else:
+        uid, gid = os.geteuid(), os.getegid()
+        checked(f"unshare user+{what}", libc.unshare(CLONE_NEWUSER | flags))
+        for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"), ("gid_map", f"{gid} {gid} 1")):
+            with open(f"/proc/self/{name}", "w") as f:
+                f.write(text)
+    if flags & CLONE_NEWNS:
+        mount(None, "/", None, MS_REC | MS_PRIVATE)
+
+
+def cover(target, keep, options):
+    """A fresh tmpfs on `target`, with the directories kept beneath it bound back at their own paths."""
+    fds = [os.open(path, os.O_PATH | os.O_DIRECTORY) for path in keep]  # reachable once covered
+    mount("tmpfs", target, "tmpfs", MS_NOSUID | MS_NODEV, options)
+    for path, fd in zip(keep, fds):
+        os.makedirs(path, exist_ok=True)
+        mount(f"/proc/self/fd/{fd}", path, None, MS_BIND | MS_REC)
+        os.close(fd)
 
 
 def hide(plan):
-    """A private mount namespace in which each hidden directory is an empty read-only tmpfs, except for the
-    directories kept beneath it (the interpreter's), bound back at their own paths."""
-    checked("unshare mount", libc.unshare(CLONE_NEWNS))
-    mount(None, "/", None, MS_REC | MS_PRIVATE)
+    """Each hidden directory an empty read-only tmpfs, except for the directories kept beneath it (the
+    interpreter's), bound back at their own paths."""
     for hidden, keep in plan.items():
-        fds = [os.open(path, os.O_PATH | os.O_DIRECTORY) for path in keep]  # reachable once covered
-        mount("tmpfs", hidden, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=64k")
-        for path, fd in zip(keep, fds):
-            os.makedirs(path, exist_ok=True)
-            mount(f"/proc/self/fd/{fd}", path, None, MS_BIND | MS_REC)
-            os.close(fd)
+        cover(hidden, keep, "mode=0755,size=64k")
         mount(None, hidden, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, "mode=0755,size=64k")
+
+
+def private_tmp(plan, size):
+    """/tmp, /var/tmp, /dev/shm, /run/lock: each an empty world-writable (sticky) tmpfs of `size` bytes, the
+    work dir bound back where it lies beneath one."""
+    for shared, keep in plan.items():
+        cover(shared, keep, f"mode=1777,size={size}")
 
 
 def become_nobody():
@@ -78,10 +95,11 @@ def main():
     for name, value in config["rlimits"].items():
         resource.setrlimit(getattr(resource, name), (value, value))
     layers = config["layers"]
-    if "network" in layers:
-        own_network()
+    own_namespaces(layers)
     if "hidden" in layers:
         hide(config["hide"])
+    if "tmp" in layers:
+        private_tmp(config["tmp"], config["tmp_bytes"])
     if "nobody" in layers:
         become_nobody()
     # Dies with a SIGKILLed sweep. Set last: a change of user clears it; exec keeps it.

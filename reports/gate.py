@@ -16,7 +16,7 @@ from pydantic import ValidationError
 from core.recipe import Gates
 from core.remote import RemoteError, is_url, pull_run
 from reports.metric_kinds import higher_is_better, is_mean_metric
-from reports.gate_rules import EXIT, INCONCLUSIVE, PASS, REGRESSION, Verdict, decide
+from reports.gate_rules import EXIT, INCONCLUSIVE, MARGIN_TOLERANCE, PASS, REGRESSION, Verdict, decide
 from reports.lm_eval_dir import read_lm_eval_dir, results_files
 from reports.results_file import ResultsError, read_results, validate_results
 from reports.samples import ItemFileError, ItemMismatch, ItemScores, item_scores, paired_scores, records_scores
@@ -44,6 +44,10 @@ class Check:
     n_baseline: int | None = None
     n_candidate: int | None = None
     n_paired: int | None = None
+    # Where a side cannot be deployed and the user gated it anyway (--allow-undeployable): a short label for
+    # every line, and the same with the recorded reasons.
+    caveat: str = ""
+    caveat_detail: str = ""
 
     @property
     def partial_overlap(self) -> bool:
@@ -133,6 +137,13 @@ def load_policy(path: Path | None, baseline_results: dict) -> tuple[Gates, str]:
         raise GateInputError(f"{path}: {_first_line(exc)}") from None
 
 
+def policy_where(source: str) -> str:
+    """Where a policy came from, as an error names it: its file, or the baseline run's recipe."""
+    if source.startswith("baseline recipe "):
+        return source.removeprefix("baseline recipe ") + ": recipe.gates"
+    return "default policy" if source.startswith("defaults") else source
+
+
 def check_policy_tasks(policy: Gates, tasks: list[str], source: str) -> None:
     """per_task keys must name tasks of the run: a typo would silently fall back to the looser max_drop."""
     where = source.removeprefix("baseline recipe ")
@@ -167,8 +178,56 @@ def _items(side: dict, task: str, metric: str) -> ItemScores | None:
         raise GateInputError(str(exc)) from None
 
 
+def undeployable(side: dict, role: str) -> tuple[str, str] | None:
+    """Why a gate side cannot be deployed (recorded failed or unsupported): (a short label, the same with the
+    recorded reason), or None. A failed variant may keep the accuracy its evals scored before a later stage
+    crashed; an unsupported one was scored in-process because the engine cannot serve it: neither can ship."""
+    status = side.get("status", "ok")
+    if status == "ok":
+        return None
+    scored = "scored in-process, not served" if side.get("eval_backend") == "inprocess" else "recorded before it failed"
+    reason = side.get("reason") or "no reason recorded"
+    return (f"{role} {side['name']} {status}, accuracy {scored}",
+            f"{role} {side['name']} is {status} ({reason}); its accuracy was {scored}")
+
+
+def check_deployable(baseline: dict, candidate: dict, allow_undeployable: bool) -> tuple[str, str]:
+    """GateInputError when either side cannot be deployed, unless allowed; then (label, detail) for the report."""
+    found = [(side, why) for side, role in ((candidate, "candidate"), (baseline, "baseline"))
+             if (why := undeployable(side, role))]
+    if found and not allow_undeployable:
+        side, (_, detail) = found[0]
+        what = ("it cannot be deployed, and a deploy gate never passes it" if side is candidate else
+                "it was never deployed as measured, so it is no reference for a deploy gate")
+        raise GateInputError(f"{side['_path']}: {detail}: {what} (--allow-undeployable gates the accuracy anyway)")
+    return "; ".join(why[0] for _, why in found), "; ".join(why[1] for _, why in found)
+
+
+def check_decidable(task: str, n_baseline: int, policy: Gates, policy_source: str, where: str) -> None:
+    """A policy that can never decide on the baseline's item count is a mistake, not an inconclusive result."""
+    if policy.min_n > n_baseline:
+        raise GateInputError(f"{policy_source}: min_n {policy.min_n} but the baseline scored {n_baseline} items of "
+                             f"{task} ({where}): no check of {task} can ever decide; set min_n to at most "
+                             f"{n_baseline} or score more items")
+
+
+def _check_unchanged_can_pass(task: str, base_items: ItemScores, policy: Gates, margin: float, better_up: bool,
+                              policy_source: str) -> None:
+    """Under non-inferiority, a candidate that scores every item as the baseline did must be able to pass:
+    otherwise the margin is narrower than the interval these items allow and every run is inconclusive."""
+    if policy.rule != "non-inferiority":
+        return
+    same = paired_scores(base_items, base_items, task, policy.confidence, better_up)
+    best_high = -same["ci95"][0]
+    if best_high > margin + MARGIN_TOLERANCE:
+        raise GateInputError(
+            f"{policy_source}: rule non-inferiority can never pass {task} on {len(base_items.items)} items: a "
+            f"candidate that scores every item as the baseline did has upper bound {best_high:+.3f} > margin "
+            f"{margin:.3f}; widen the margin (max_drop, per_task, max_relative_drop) or score more items")
+
+
 def accuracy_check(task: str, base: dict, cand: dict, baseline: dict, candidate: dict, policy: Gates,
-                   allow_partial_overlap: bool = False) -> Check:
+                   allow_partial_overlap: bool = False, policy_source: str = "default policy") -> Check:
     for entry, side in ((base, baseline), (cand, candidate)):
         _refuse_non_mean(task, entry, side["_path"])
     if cand["metric"] != base["metric"]:
@@ -180,6 +239,8 @@ def accuracy_check(task: str, base: dict, cand: dict, baseline: dict, candidate:
     if base_items and cand_items:
         _check_is_mean(task, base, base_items)
         _check_is_mean(task, cand, cand_items)
+        check_decidable(task, len(base_items.items), policy, policy_source, str(base_items.path))
+        _check_unchanged_can_pass(task, base_items, policy, margin, better_up, policy_source)
         try:
             stats = paired_scores(base_items, cand_items, task, policy.confidence, better_up)
         except ItemMismatch as exc:
@@ -200,6 +261,7 @@ def accuracy_check(task: str, base: dict, cand: dict, baseline: dict, candidate:
     if policy.rule != "point":
         raise GateInputError(f"{baseline['_path']}: {task}: rule {policy.rule!r} needs per-item scores on both "
                              f"sides (variants/<name>/evals/{task}.jsonl next to results.json)")
+    check_decidable(task, base["n"], policy, policy_source, baseline["_path"])
     if base["n"] != cand["n"]:
         raise GateInputError(f"{candidate['_path']}: {task}: no per-item files and the sides scored different "
                              f"numbers of items ({base['n']} vs {cand['n']}): their means are not comparable")
@@ -210,18 +272,27 @@ def accuracy_check(task: str, base: dict, cand: dict, baseline: dict, candidate:
                  base["n"], cand["n"], None)
 
 
-def compare(baseline: dict, candidate: dict, policy: Gates, allow_partial_overlap: bool = False) -> list[Check]:
+def compare(baseline: dict, candidate: dict, policy: Gates, allow_partial_overlap: bool = False,
+            policy_source: str = "defaults", allow_undeployable: bool = False) -> list[Check]:
+    """Every check of the candidate against the baseline. A side recorded failed or unsupported is refused
+    (GateInputError) unless allow_undeployable: then only accuracy is gated and every check says why."""
     from reports.gate_perf import perf_checks
 
+    caveat, detail = check_deployable(baseline, candidate, allow_undeployable)
     checks = []
     for task, base in baseline.get("accuracy", {}).items():
         cand = candidate.get("accuracy", {}).get(task)
         if cand is None:
             raise GateInputError(f"{candidate['_path']}: candidate {candidate['name']} has no result for task "
                                  f"{task} (status {candidate.get('status')}: {candidate.get('reason')})")
-        checks.append(accuracy_check(task, base, cand, baseline, candidate, policy, allow_partial_overlap))
+        checks.append(accuracy_check(task, base, cand, baseline, candidate, policy, allow_partial_overlap,
+                                     policy_where(policy_source)))
     if not checks:
         raise GateInputError(f"{baseline['_path']}: baseline {baseline['name']} has no accuracy results")
+    if caveat:   # a variant that cannot be served has no deployable perf to gate
+        for check in checks:
+            check.caveat, check.caveat_detail = caveat, detail + "; perf not gated"
+        return checks
     return checks + perf_checks(baseline, candidate, policy)
 
 

@@ -35,28 +35,40 @@ def _items(c: Check) -> str:
 
 def _extra(c: Check) -> str:
     needed = c.verdict.items_needed
-    return (f"; ~{needed} items would decide it" if needed else "") + (f"; {c.evidence}" if c.evidence else "")
+    return ((f"; ~{needed} items would decide it" if needed else "") + (f"; {c.evidence}" if c.evidence else "")
+            + (f"; NOT DEPLOYABLE: {c.caveat}" if c.caveat else ""))
+
+
+def _caveat(checks: list[Check]) -> str:
+    return next((c.caveat_detail for c in checks if c.caveat), "")
+
+
+def _overall(checks: list[Check]) -> str:
+    caveat = " (accuracy only, NOT DEPLOYABLE: --allow-undeployable)" if _caveat(checks) else ""
+    return LABEL[outcome(checks)] + caveat
 
 
 def _num(x: float, fmt: str) -> str:
     return format(x, fmt) if isinstance(x, int | float) and math.isfinite(x) else "-"
 
 
-def header(baseline: str, candidate: str, rule: str, policy_source: str) -> list[str]:
-    return [f"gate: {candidate} vs {baseline} (rule {rule})", f"policy: {policy_source}"]
+def header(baseline: str, candidate: str, rule: str, policy_source: str, checks: list[Check] = ()) -> list[str]:
+    caveat = _caveat(list(checks))
+    return [f"gate: {candidate} vs {baseline} (rule {rule})", f"policy: {policy_source}",
+            *([f"NOT DEPLOYABLE: {caveat}; gated on --allow-undeployable"] if caveat else [])]
 
 
 def format_checks(checks: list[Check], baseline: str, candidate: str, rule: str, policy_source: str = "") -> str:
     tw = max([18, *(len(c.task) for c in checks)])
     mw = max([14, *(len(c.metric) for c in checks)])
-    lines = header(baseline, candidate, rule, policy_source) + [
+    lines = header(baseline, candidate, rule, policy_source, checks) + [
         f"{'task':<{tw}} {'metric':<{mw}} {'items':>14} {'baseline':>9} {'candidate':>9} {'drop':>8} {'drop CI':>15} "
         f"{'margin':>7} {'flips':>16}  result"]
     for c in checks:
         lines.append(f"{c.task:<{tw}} {c.metric:<{mw}} {_items(c):>14} {_num(c.baseline, '9.3f'):>9} "
                      f"{_num(c.candidate, '9.3f'):>9} {_num(c.drop, '+8.3f'):>8} {_interval(c):>15} {c.margin:7.3f} "
                      f"{_flips(c):>16}  {LABEL[c.verdict.outcome]}  ({c.verdict.reason}{_extra(c)})")
-    lines.append(f"overall: {LABEL[outcome(checks)]}")
+    lines.append(f"overall: {_overall(checks)}")
     return "\n".join(lines)
 
 
@@ -66,20 +78,23 @@ def _numbers(c: Check) -> dict:
 
 
 def junit_xml(checks: list[Check], suite: str, policy_source: str = "") -> str:
-    failures = sum(c.verdict.outcome == "regression" for c in checks)
-    skipped = sum(c.verdict.outcome == "inconclusive" for c in checks)
+    """An inconclusive check is a failure (type "inconclusive", with its reason), as the exit code fails the
+    job: a deploy gate that could not decide has not passed."""
+    failures = sum(c.verdict.outcome != "pass" for c in checks)
     cases = []
     for c in checks:
-        message = quoteattr(c.verdict.reason + _extra(c))
-        body = {"pass": "", "regression": f"<failure message={message}/>",
-                "inconclusive": f"<skipped message={message}/>"}[c.verdict.outcome]
+        message = quoteattr(f"{c.verdict.outcome}: {c.verdict.reason}{_extra(c)}")
+        body = {"pass": f"<system-out>{escape('NOT DEPLOYABLE: ' + c.caveat_detail)}</system-out>" if c.caveat else "",
+                "regression": f'<failure type="regression" message={message}/>',
+                "inconclusive": f'<failure type="inconclusive" message={message}/>'}[c.verdict.outcome]
         props = "".join(f'<property name="{k}" value="{escape(str(v))}"/>' for k, v in
-                        (_numbers(c) | {"evidence": c.evidence, "test": c.comparison.get("test")}).items()
+                        (_numbers(c) | {"evidence": c.evidence, "test": c.comparison.get("test"),
+                                        "not_deployable": c.caveat_detail or None}).items()
                         if v is not None)
         cases.append(f'  <testcase classname="{escape(suite)}" name="{escape(c.task)}.{escape(c.metric)}">'
                      f"<properties>{props}</properties>{body}</testcase>")
     return (f'<?xml version="1.0" encoding="utf-8"?>\n<testsuite name="{escape(suite)}" tests="{len(checks)}" '
-            f'failures="{failures}" skipped="{skipped}">\n'
+            f'failures="{failures}" skipped="0">\n'
             f'  <properties><property name="policy" value={quoteattr(policy_source)}/></properties>\n'
             + "\n".join(cases) + "\n</testsuite>\n")
 
@@ -87,7 +102,9 @@ def junit_xml(checks: list[Check], suite: str, policy_source: str = "") -> str:
 def markdown(checks: list[Check], baseline: str, candidate: str, rule: str, policy_source: str = "") -> str:
     icon = {"pass": "✅", "regression": "❌", "inconclusive": "⚠️"}
     lines = [f"### quant gate: `{candidate}` vs `{baseline}` — {icon[outcome(checks)]} "
-             f"{LABEL[outcome(checks)]} (rule `{rule}`)", "", f"Policy: {policy_source}", "",
+             f"{_overall(checks)} (rule `{rule}`)", "", f"Policy: {policy_source}", "",
+             *([f"> **Not deployable:** {_caveat(checks)}. Gated on `--allow-undeployable`.", ""]
+               if _caveat(checks) else []),
              "| task | metric | items (paired of baseline/candidate) | baseline | candidate | drop | drop CI | margin "
              "| flips (−/+) | verdict |",
              "|---|---|---:|---:|---:|---:|---:|---:|---:|---|"]
@@ -102,10 +119,11 @@ def as_json(checks: list[Check], baseline: str, candidate: str, rule: str, polic
     finite = lambda x: x if isinstance(x, int | float) and math.isfinite(x) else None
     return json.dumps({
         "baseline": baseline, "candidate": candidate, "rule": rule, "policy": policy_source,
-        "outcome": outcome(checks),
+        "outcome": outcome(checks), "not_deployable": _caveat(checks) or None,
         "checks": [{"task": c.task, "metric": c.metric, "outcome": c.verdict.outcome, "reason": c.verdict.reason,
                     "items_needed": c.verdict.items_needed, "baseline": finite(c.baseline),
                     "candidate": finite(c.candidate), "drop": finite(c.drop), "margin": c.margin,
                     "drop_ci": None if not c.comparison else [-c.comparison["ci95"][1], -c.comparison["ci95"][0]],
                     "test": c.comparison.get("test"), "p": c.comparison.get("p"), "evidence": c.evidence,
+                    "not_deployable": c.caveat_detail or None,
                     **_numbers(c)} for c in checks]}, indent=2) + "\n"

@@ -1,9 +1,9 @@
 # Sourced by the set-up scripts: package installs through uv where it can be had (several times faster than
 # pip: parallel downloads and a shared cache), else pip, with the same files either way.
 #
-# uv does not read pip's configuration, so it is handed pip's (`pip config list`: files and PIP_* variables):
-# find-links (where a machine may keep its CPU torch wheel), index and extra index URLs, constraint files and
-# the certificate bundle; indexes are searched for the best match as pip does. A uv step that fails is
+# uv does not read pip's configuration, so it is handed pip's (scripts/uv_flags.py: find-links, where a
+# machine may keep its CPU torch wheel; indexes; constraint files; the certificate bundle), and indexes are
+# searched for the best match as pip does. A uv step that fails is
 # retried with pip. QUANT_INSTALLER=pip uses pip throughout; QUANT_INSTALLER=uv fails instead of falling back.
 #   venv_create DIR              a virtual environment with pip in it
 #   pip_install DIR ARGS...      pip-style arguments (-q, -c FILE, -r FILE, -e ., --no-deps, pins)
@@ -31,24 +31,7 @@ _find_uv() {  # sets _uv (bootstrapping a pinned uv once) unless pip is asked fo
     echo "setup: uv is not available; installing with pip"
     return
   fi
-  mapfile -t _uv_flags < <("$PYTHON" - <<'EOF'
-import shlex, subprocess, sys
-listing = subprocess.run([sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True).stdout
-config = {}
-for line in listing.splitlines():          # "global.find-links='/opt/wheels'" or ":env:.find-links='...'"
-    key, _, value = line.partition("=")
-    config[key.rpartition(".")[2]] = shlex.split(value)[0] if value else ""   # variables win: listed last
-flags = {"index-url": "--index-url", "extra-index-url": "--extra-index-url", "find-links": "--find-links",
-         "constraint": "--constraint"}
-for key, flag in flags.items():
-    for value in config.get(key, "").split():
-        print(flag); print(value)
-if config.get("no-index", "").lower() in ("1", "true", "yes", "on"):
-    print("--no-index")
-if config.get("cert"):
-    print("--cert=" + config["cert"])
-EOF
-)
+  mapfile -t _uv_flags < <("$PYTHON" scripts/uv_flags.py)
   local cert=""
   local flags=()
   for f in "${_uv_flags[@]}"; do

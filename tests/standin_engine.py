@@ -4,12 +4,16 @@ vllm.entrypoints.openai.api_server --model M --served-model-name N --host H --po
 lifeline). It serves, on 127.0.0.1, what the sweep asks of vLLM's OpenAI-compatible server:
 
 - GET /health, GET /v1/models (with max_model_len); no /metrics (404: the perf stage skips its cross-check);
-- POST /v1/completions: a fixed answer to a text prompt; with `echo` and `max_tokens: 0` the prompt's own
-  logprobs, a top-k whose shape depends on the served name (so KL against the baseline is > 0 and the
-  baseline's against itself is 0); streamed token chunks (vLLM's SSE format) for the load generator.
+- POST /v1/completions: a fixed answer to a text prompt (" #### 42", in demo_math's format); with `echo` and
+  `max_tokens: 0` the prompt's own logprobs, a top-k whose shape depends on the served name (so KL against
+  the baseline is > 0 and the baseline's against itself is 0); streamed token chunks (vLLM's SSE format)
+  for the load generator.
 
 Each start appends its served name to $STANDIN_ENGINE_STARTS where set. A served name containing "broken" answers every completion with HTTP 400: that variant fails mid-measurement.
-`PY -c ...` (the sweep's version probe) prints the stand-in's version.
+A served name ending in "-wrong<K>" answers " #### 41" to the text prompts that name "item <N>" with N < K:
+that variant loses exactly those items against the baseline.
+`PY -c ...` (the sweep's engine probe) prints the stand-in's facts: vllm, its version, and the device
+$STANDIN_ENGINE_DEVICE names (default cpu).
 """
 
 from __future__ import annotations
@@ -18,12 +22,13 @@ import argparse
 import json
 import math
 import os
+import re
 import sys
 import zlib
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 VERSION = "0.0.0+standin"
-ANSWER = " 42"
+ANSWER, WRONG_ANSWER = " #### 42", " #### 41"
 MAX_MODEL_LEN = 512
 
 
@@ -33,6 +38,12 @@ def top_logprobs(served_name: str, k: int) -> dict[str, float]:
     logits = {"a": 2.0, "b": 1.0 + shift, "c": 0.0}
     norm = math.log(sum(math.exp(v) for v in logits.values()))
     return dict(list({t: v - norm for t, v in logits.items()}.items())[:max(1, k)])
+
+
+def answer(served_name: str, prompt) -> str:
+    wrong_below = re.search(r"-wrong(\d+)$", served_name)
+    item = re.search(r"\bitem (\d+)\b", prompt) if isinstance(prompt, str) else None
+    return WRONG_ANSWER if wrong_below and item and int(item.group(1)) < int(wrong_below.group(1)) else ANSWER
 
 
 def echo_logprobs(served_name: str, prompt: list[int], k: int) -> dict:
@@ -76,7 +87,8 @@ class Handler(BaseHTTPRequestHandler):
             self._json(200, {"id": "cmpl-standin", "object": "text_completion", "choices": [choice]})
         else:
             self._json(200, {"id": "cmpl-standin", "object": "text_completion",
-                             "choices": [{"index": 0, "text": ANSWER, "finish_reason": "stop", "logprobs": None}]})
+                             "choices": [{"index": 0, "text": answer(self.served_name, body.get("prompt")),
+                                          "finish_reason": "stop", "logprobs": None}]})
 
     def _stream(self, body: dict) -> None:
         self.send_response(200)
@@ -107,7 +119,8 @@ def serve(argv: list[str]) -> None:
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["-c"]:
-        print(VERSION)
+        print(json.dumps({"distribution": "vllm", "version": VERSION,
+                          "device": os.environ.get("STANDIN_ENGINE_DEVICE", "cpu")}))
     elif sys.argv[1:3] == ["-m", "vllm.entrypoints.openai.api_server"]:
         serve(sys.argv[3:])
     else:

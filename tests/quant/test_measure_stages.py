@@ -32,6 +32,10 @@ def _measure_both(ctx: SweepContext, checkpoint: Checkpoint) -> dict[str, dict]:
     return records
 
 
+def _without_times(records: dict[str, dict]) -> dict[str, dict]:
+    return {name: {k: v for k, v in record.items() if k != "ran_on"} for name, record in records.items()}
+
+
 @pytest.fixture()
 def ctx(tmp_path) -> SweepContext:
     recipe = parse_recipe(RECIPE)
@@ -63,6 +67,8 @@ def test_eval_and_kl_stages_run_in_one_session_and_a_rerun_reuses_every_stage(ct
         raise AssertionError("a cached stage was recomputed")
     monkeypatch.setattr(quant.measure, "inprocess_lm", no_model)
     ctx.kl_reference.clear()   # a new sweep process: the reference comes back from the cache
-    assert _measure_both(ctx, checkpoint) == first
+    again = _measure_both(ctx, checkpoint)
+    assert "ran_on" not in again["same"] and "model_load" in first["same"]["ran_on"]["stages"]   # nothing ran
+    assert _without_times(again) == _without_times(first)
     written = (ctx.out / "variants/same/accuracy.jsonl").read_text().splitlines()
     assert [json.loads(line)["task"] for line in written] == ["demo_math"]

@@ -88,7 +88,7 @@ def test_inconclusive_is_exit_3_with_items_needed(paired_run, tmp_path):
     assert code == 3, out
     assert "10 of 200/10" in out and "partial overlap" in md.read_text()
     assert "items would decide it" in out and "INCONCLUSIVE" in md.read_text()
-    assert 'skipped="1"' in (tmp_path / "j.xml").read_text()
+    assert 'failures="1" skipped="0"' in (tmp_path / "j.xml").read_text()   # inconclusive fails the job
 
 
 def test_statistical_rule_without_per_item_scores_is_exit_2(run):

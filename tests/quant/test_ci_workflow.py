@@ -1,0 +1,162 @@
+"""examples/ci as a user copies it, run step by step on a demo recipe (tests/workflow_runner.py runs the `run:`
+steps in bash and stands in for what GitHub provides; tests/standin_engine.py serves the variants, so a sweep
+takes seconds): a release publishes its run with the per-item files; a pull request's job fetches it, sweeps
+the candidate from the kept stage cache, gates it with the shipped policy, comments, and ends as it should —
+success for a pass, failure for a regression and for an inconclusive check, each with its JUnit and comment.
+The shipped policy fits the tasks of the recipe the shipped workflow gates."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import yaml
+
+from core.recipe import Gates, parse_recipe
+from reports.gate import GateInputError, check_decidable
+from tests.helpers import DEMO_MODEL, REPO
+from tests.workflow_runner import Runner, comments, load, permissions, release_assets
+
+CI = REPO / "examples" / "ci"
+ITEMS = 120                      # every item's answer is 42; the stand-in answers " #### 42"
+# A served name ending in -wrong<K> answers the items 0..K-1 wrongly (tests/standin_engine.py). Under the
+# shipped policy (significant, max_drop 0.03, min_n 100): 0 lost passes; 5 lost is a drop of 0.042 with
+# McNemar p = 0.0625, not significant: inconclusive; 40 lost is a regression.
+CANDIDATES = {"q-same": "pass", "q-wrong40": "regression", "q-wrong5": "inconclusive"}
+RECIPE = """\
+name: ci-demo
+model: demo
+engine: {{args: {{max_model_len: 512}}}}
+variants:
+  - {{name: bf16, baseline: true}}
+{variants}
+tasks: [{{name: demo_math, data_files: {data}}}]
+kl_items: 0
+perf:
+  workloads:
+    - {{name: tiny, prompt_tokens: 16, output_tokens: 4, concurrency: [1], requests_per_level: 4, warmup_requests: 0}}
+"""
+# Sizes of the tasks recipes may name, where the recipe sets no `limit` (lm-eval's test splits).
+TASK_ITEMS = {"humaneval": 164, "humaneval_instruct": 164, "mbpp": 500, "mbpp_instruct": 500, "gsm8k": 1319}
+
+
+@dataclass
+class Machine:
+    runner: Runner
+    recipe: str          # the user's recipe, as their repository holds it
+    starts: Path         # every engine start, one served name a line
+
+
+@pytest.fixture(scope="module")
+def machine(tmp_path_factory):
+    """A runner with quant-suite set up (this repository's environments), the stand-in engine as its engine,
+    and a checkout of a repository holding the demo recipe and the shipped policy."""
+    root = tmp_path_factory.mktemp("ci")
+    engine = root / "standin-python"
+    engine.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{REPO / "tests" / "standin_engine.py"}" "$@"\n')
+    engine.chmod(0o755)
+    variants = []
+    for name in CANDIDATES:
+        checkpoint = root / "checkpoints" / name
+        shutil.copytree(DEMO_MODEL, checkpoint)
+        (checkpoint / "README.md").write_text(f"{name}\n")   # its own content hash
+        variants.append(f"  - {{name: {name}, checkpoint: {checkpoint}}}")
+    data = root / "items.jsonl"
+    data.write_text("".join(json.dumps({"question": f"item {i}: what is 40 + 2?", "answer": "40+2=42\n#### 42"})
+                            + "\n" for i in range(ITEMS)))
+    machine_env = {k: v for k, v in os.environ.items() if not k.startswith(("GITHUB_", "RUNNER_", "GH_"))}
+    machine_env |= {"PYTHONPATH": str(REPO), "QUANT_ENGINE_PYTHON": str(engine), "HF_HUB_OFFLINE": "1",
+                    "HF_DATASETS_OFFLINE": "1", "QUANT_HISTORY_DB": str(root / "history.sqlite"),
+                    "STANDIN_ENGINE_STARTS": str(root / "engine-starts.txt")}
+    runner = Runner(workspace=root / "work", state=root / "github", machine_env=machine_env,
+                    skip={"setup": "make setup"})
+    return Machine(runner, RECIPE.format(variants="\n".join(variants), data=data), root / "engine-starts.txt")
+
+
+def checkout(machine: Machine) -> Runner:
+    """A fresh checkout of the user's repository in the runner's work directory: their recipe, the shipped
+    policy where the workflow looks for it, and quant-suite set up (`make setup`'s .venv)."""
+    work = machine.runner.workspace
+    shutil.rmtree(work, ignore_errors=True)
+    (work / "recipes").mkdir(parents=True)
+    (work / "recipes" / "ci-demo.yaml").write_text(machine.recipe)
+    (work / "ci").mkdir()
+    shutil.copy(CI / "gate-policy.yaml", work / "ci" / "gate-policy.yaml")
+    (work / ".venv").symlink_to((REPO / ".venv").resolve())
+    return machine.runner
+
+
+def starts(machine: Machine) -> list[str]:
+    return machine.starts.read_text().split() if machine.starts.exists() else []
+
+
+@pytest.fixture(scope="module")
+def released(machine):
+    """The release workflow ran: the recipe swept, the run attached to release v1."""
+    job = checkout(machine).run_job(load(CI / "quant-baseline.yml"), "baseline",
+                                    {"name": "release", "ref_name": "v1"}, env={"RECIPE": "recipes/ci-demo.yaml"})
+    assert job.outcome == "success", job.log()
+    return machine
+
+
+def test_a_release_publishes_its_run_with_the_per_item_files(released, tmp_path):
+    state = released.runner.state
+    assert release_assets(state, "v1") == ["quant-baseline.tar.gz"]
+    shutil.unpack_archive(state / "releases" / "v1" / "quant-baseline.tar.gz", tmp_path, "gztar")
+    assert (tmp_path / "results.json").is_file()
+    for name in ["bf16", *CANDIDATES]:
+        assert (tmp_path / "variants" / name / "evals" / "demo_math.jsonl").read_text().count("\n") == ITEMS
+
+
+@pytest.mark.parametrize("candidate, verdict", CANDIDATES.items())
+def test_a_pull_requests_job_ends_as_its_gate_decides(released, candidate, verdict):
+    before = starts(released)
+    runner = checkout(released)
+    job = runner.run_job(load(CI / "quant-gate.yml"), "gate",
+                         {"name": "pull_request", "payload": {"pull_request": {"number": 7}}},
+                         env={"RECIPE": "recipes/ci-demo.yaml", "CANDIDATE": candidate})
+    log = job.log()
+    assert job.step("baseline").outcome == job.step("sweep").outcome == "success", log
+    assert starts(released) == before, "the sweep was not served from the kept stage cache"
+    gate = job.step("gate")
+    assert (job.outcome, gate.exit_code) == {"pass": ("success", 0), "regression": ("failure", 1),
+                                             "inconclusive": ("failure", 3)}[verdict], log
+    assert "whole-run means" not in gate.output and f"{ITEMS} paired items" in gate.output, log
+    comment = comments(runner.state)[-1]
+    assert comment["pr"] == "7" and verdict.upper() in comment["body"].splitlines()[0], log
+    junit = (runner.workspace / "gate.xml").read_text()
+    assert "<skipped" not in junit
+    if verdict == "pass":
+        assert 'failures="0"' in junit
+    else:
+        assert f'<failure type="{verdict}" message="{verdict}: ' in junit
+    if verdict == "inconclusive":
+        assert "items would decide it" in comment["body"]
+    assert job.step("Save the stage cache, also when the gate failed").outcome == "success"
+
+
+def test_the_comment_needs_the_permission_the_workflow_grants():
+    gate = load(CI / "quant-gate.yml")
+    assert permissions(gate, "gate") == {"metadata": "read", "contents": "read", "pull-requests": "write"}
+    assert permissions(load(CI / "quant-baseline.yml"), "baseline")["contents"] == "write"
+
+
+def test_the_shipped_policy_fits_the_tasks_of_the_recipe_it_gates():
+    """What `quant gate` checks on the runs, checked here on the recipe: the policy can decide every task."""
+    workflow = load(CI / "quant-gate.yml")
+    recipe = parse_recipe((REPO / workflow["env"]["RECIPE"]).read_text(), workflow["env"]["RECIPE"])
+    policy = Gates.model_validate(yaml.safe_load((CI / "gate-policy.yaml").read_text()))
+    tasks = {t.key: t.limit or TASK_ITEMS.get(t.name) for t in recipe.tasks}
+    assert set(policy.per_task) <= set(tasks)
+    for task, items in tasks.items():
+        if items is None:
+            continue   # a size not known offline: the gate checks it on the run
+        try:
+            check_decidable(task, items, policy, "examples/ci/gate-policy.yaml", recipe.name)
+        except GateInputError as exc:
+            pytest.fail(str(exc))
