@@ -209,6 +209,9 @@ class Gates(Strict):
     per_task: dict[str, Fraction] = Field(default_factory=dict)   # task key -> its own max_drop
     min_n: int = Field(default=30, ge=1)                 # fewer paired items than this: inconclusive
     confidence: float = Field(default=0.95, gt=0.5, lt=1)
+    # Several checks decided together (tasks x variants): the regression calls' family-wise error is
+    # controlled (reports/family.py), unless `none` decides each check at its own level.
+    correction: Literal["holm", "none"] = "holm"
     perf: PerfGates = Field(default_factory=PerfGates)
 
     def max_drop_for(self, task: str) -> float:

@@ -21,10 +21,23 @@ SWEEP_EXIT_CODES = """exit codes:
   1    a variant failed: crash, quantization or measurement error (--allow-failed: 0)
   2    bad input, found before any work: every recipe problem listed, one line each
   130  interrupted (Ctrl-C), 143 terminated (SIGTERM): servers stopped, finished stages cached; re-run to continue"""
+STDOUT = "-"   # an output flag's value that means standard output (the command's own text goes to stderr)
 # A list flag takes several values after it and may be repeated: `--task a b` and `--task a --task b`.
 SEVERAL = {"action": "extend", "nargs": "+"}
 UNISOLATED_HELP = ("where bubblewrap is missing, run model-generated code on this host anyway (rlimits and a "
                    "private temporary directory only; also lm-eval's own code tasks)")
+
+
+def _write(path: str, text: str) -> str | None:
+    """An output flag's value: a file, or `-` for stdout. The error line where the file cannot be written."""
+    if path == STDOUT:
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+        return None
+    try:
+        Path(path).write_text(text)
+    except OSError as exc:
+        return f"{path}: cannot write ({exc.strerror})"
+    return None
 
 
 def fail(args, message: str) -> int:
@@ -104,33 +117,22 @@ def _sweep_exit(results: dict, only: list[str] | None, allow_failed: bool) -> in
 
 
 def cmd_gate(args) -> int:
-    from reports.gate import GateInputError, check_policy_tasks, compare, load_policy, load_side, outcome, pick_variant
+    from reports import gate_run_output as render
+    from reports.gate import GateInputError
     from reports.gate_rules import EXIT
-    from reports.gate_output import as_json, format_checks, junit_xml, markdown
+    from reports.gate_run import run_gate
 
     try:
-        base_results, base_variant = load_side(args.baseline)
-        cand_results, cand_variant = load_side(args.candidate)
-        baseline = pick_variant(base_results, base_variant, default_baseline=True, label="--baseline")
-        candidate = pick_variant(cand_results, cand_variant, default_baseline=False, label="--candidate")
-        policy, source = load_policy(Path(args.policy) if args.policy else None, base_results)
-        check_policy_tasks(policy, list(baseline.get("accuracy", {})), source)
-        if args.rule:
-            policy = policy.model_copy(update={"rule": args.rule})
-        checks = compare(baseline, candidate, policy, args.allow_partial_overlap, source, args.allow_undeployable)
+        run = run_gate(args.baseline, args.candidate, args.policy, args.rule, args.allow_partial_overlap,
+                       args.allow_undeployable)
     except GateInputError as exc:
         return fail(args, str(exc))
-    names = (baseline["name"], candidate["name"], policy.rule, source)
-    print(format_checks(checks, *names))
-    outputs = ((args.junit, lambda: junit_xml(checks, f"quant-gate.{candidate['name']}", source)),
-               (args.markdown, lambda: markdown(checks, *names)), (args.json, lambda: as_json(checks, *names)))
-    for path, render in outputs:
-        if path:
-            try:
-                Path(path).write_text(render())
-            except OSError as exc:
-                return fail(args, f"{path}: cannot write ({exc.strerror})")
-    return EXIT[outcome(checks)]
+    outputs = ((args.junit, render.as_junit), (args.markdown, render.as_markdown), (args.json, render.as_json))
+    print(render.as_text(run), file=sys.stderr if STDOUT in (args.junit, args.markdown, args.json) else sys.stdout)
+    for path, write in outputs:
+        if path and (error := _write(path, write(run))):
+            return fail(args, error)
+    return EXIT[run.outcome]
 
 
 def cmd_choose(args) -> int:

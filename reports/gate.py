@@ -227,7 +227,10 @@ def _check_unchanged_can_pass(task: str, base_items: ItemScores, policy: Gates, 
 
 
 def accuracy_check(task: str, base: dict, cand: dict, baseline: dict, candidate: dict, policy: Gates,
-                   allow_partial_overlap: bool = False, policy_source: str = "default policy") -> Check:
+                   allow_partial_overlap: bool = False, policy_source: str = "default policy",
+                   family_confidence: float | None = None) -> Check:
+    """family_confidence: where set, the interval at that confidence is kept too (`family_ci`), for the
+    family-wise correction of a non-inferiority regression call (reports/family.py)."""
     for entry, side in ((base, baseline), (cand, candidate)):
         _refuse_non_mean(task, entry, side["_path"])
     if cand["metric"] != base["metric"]:
@@ -243,6 +246,8 @@ def accuracy_check(task: str, base: dict, cand: dict, baseline: dict, candidate:
         _check_unchanged_can_pass(task, base_items, policy, margin, better_up, policy_source)
         try:
             stats = paired_scores(base_items, cand_items, task, policy.confidence, better_up)
+            if family_confidence:
+                stats["family_ci"] = paired_scores(base_items, cand_items, task, family_confidence, better_up)["ci95"]
         except ItemMismatch as exc:
             raise GateInputError(f"{cand_items.path}: {exc}") from None
         nb, nc, n = stats["n_baseline"], stats["n_candidate"], stats["n_paired"]
@@ -273,7 +278,8 @@ def accuracy_check(task: str, base: dict, cand: dict, baseline: dict, candidate:
 
 
 def compare(baseline: dict, candidate: dict, policy: Gates, allow_partial_overlap: bool = False,
-            policy_source: str = "defaults", allow_undeployable: bool = False) -> list[Check]:
+            policy_source: str = "defaults", allow_undeployable: bool = False,
+            family_confidence: float | None = None) -> list[Check]:
     """Every check of the candidate against the baseline. A side recorded failed or unsupported is refused
     (GateInputError) unless allow_undeployable: then only accuracy is gated and every check says why."""
     from reports.gate_perf import perf_checks
@@ -286,7 +292,7 @@ def compare(baseline: dict, candidate: dict, policy: Gates, allow_partial_overla
             raise GateInputError(f"{candidate['_path']}: candidate {candidate['name']} has no result for task "
                                  f"{task} (status {candidate.get('status')}: {candidate.get('reason')})")
         checks.append(accuracy_check(task, base, cand, baseline, candidate, policy, allow_partial_overlap,
-                                     policy_where(policy_source)))
+                                     policy_where(policy_source), family_confidence))
     if not checks:
         raise GateInputError(f"{baseline['_path']}: baseline {baseline['name']} has no accuracy results")
     if caveat:   # a variant that cannot be served has no deployable perf to gate

@@ -6,6 +6,7 @@ import json
 import math
 from xml.sax.saxutils import escape, quoteattr
 
+from reports.family import Family
 from reports.gate import Check, outcome
 
 LABEL = {"pass": "PASS", "regression": "REGRESSION", "inconclusive": "INCONCLUSIVE"}
@@ -21,8 +22,10 @@ def _interval(c: Check) -> str:
 def _flips(c: Check) -> str:
     if not c.comparison:
         return "-"
-    p = c.comparison.get("p")
-    return f"-{c.comparison['lost']}/+{c.comparison['gained']}" + (f" p={p:.3g}" if p is not None else "")
+    p, p_family = c.comparison.get("p"), c.comparison.get("p_family")
+    shown = f" p={p:.3g}" if p is not None else ""
+    return f"-{c.comparison['lost']}/+{c.comparison['gained']}{shown}" + (
+        f" (Holm {p_family:.3g})" if p_family is not None and p_family != p else "")
 
 
 def _items(c: Check) -> str:
@@ -52,16 +55,19 @@ def _num(x: float, fmt: str) -> str:
     return format(x, fmt) if isinstance(x, int | float) and math.isfinite(x) else "-"
 
 
-def header(baseline: str, candidate: str, rule: str, policy_source: str, checks: list[Check] = ()) -> list[str]:
+def header(baseline: str, candidate: str, rule: str, policy_source: str, checks: list[Check] = (),
+           family: Family | None = None) -> list[str]:
     caveat = _caveat(list(checks))
     return [f"gate: {candidate} vs {baseline} (rule {rule})", f"policy: {policy_source}",
+            *([family.describe()] if family else []),
             *([f"NOT DEPLOYABLE: {caveat}; gated on --allow-undeployable"] if caveat else [])]
 
 
-def format_checks(checks: list[Check], baseline: str, candidate: str, rule: str, policy_source: str = "") -> str:
+def format_checks(checks: list[Check], baseline: str, candidate: str, rule: str, policy_source: str = "",
+                  family: Family | None = None) -> str:
     tw = max([18, *(len(c.task) for c in checks)])
     mw = max([14, *(len(c.metric) for c in checks)])
-    lines = header(baseline, candidate, rule, policy_source, checks) + [
+    lines = header(baseline, candidate, rule, policy_source, checks, family) + [
         f"{'task':<{tw}} {'metric':<{mw}} {'items':>14} {'baseline':>9} {'candidate':>9} {'drop':>8} {'drop CI':>15} "
         f"{'margin':>7} {'flips':>16}  result"]
     for c in checks:
@@ -77,7 +83,14 @@ def _numbers(c: Check) -> dict:
             "partial_overlap": c.partial_overlap}
 
 
+XML_HEADER = '<?xml version="1.0" encoding="utf-8"?>\n'
+
+
 def junit_xml(checks: list[Check], suite: str, policy_source: str = "") -> str:
+    return XML_HEADER + junit_suite(checks, suite, policy_source)
+
+
+def junit_suite(checks: list[Check], suite: str, policy_source: str = "") -> str:
     """An inconclusive check is a failure (type "inconclusive", with its reason), as the exit code fails the
     job: a deploy gate that could not decide has not passed."""
     failures = sum(c.verdict.outcome != "pass" for c in checks)
@@ -93,16 +106,20 @@ def junit_xml(checks: list[Check], suite: str, policy_source: str = "") -> str:
                         if v is not None)
         cases.append(f'  <testcase classname="{escape(suite)}" name="{escape(c.task)}.{escape(c.metric)}">'
                      f"<properties>{props}</properties>{body}</testcase>")
-    return (f'<?xml version="1.0" encoding="utf-8"?>\n<testsuite name="{escape(suite)}" tests="{len(checks)}" '
-            f'failures="{failures}" skipped="0">\n'
+    return (f'<testsuite name="{escape(suite)}" tests="{len(checks)}" failures="{failures}" skipped="0">\n'
             f'  <properties><property name="policy" value={quoteattr(policy_source)}/></properties>\n'
             + "\n".join(cases) + "\n</testsuite>\n")
 
 
-def markdown(checks: list[Check], baseline: str, candidate: str, rule: str, policy_source: str = "") -> str:
-    icon = {"pass": "✅", "regression": "❌", "inconclusive": "⚠️"}
+ICON = {"pass": "✅", "regression": "❌", "inconclusive": "⚠️"}
+
+
+def markdown(checks: list[Check], baseline: str, candidate: str, rule: str, policy_source: str = "",
+             family: Family | None = None) -> str:
+    icon = ICON
     lines = [f"### quant gate: `{candidate}` vs `{baseline}` — {icon[outcome(checks)]} "
              f"{_overall(checks)} (rule `{rule}`)", "", f"Policy: {policy_source}", "",
+             *([family.describe().replace("family:", "Family:", 1), ""] if family else []),
              *([f"> **Not deployable:** {_caveat(checks)}. Gated on `--allow-undeployable`.", ""]
                if _caveat(checks) else []),
              "| task | metric | items (paired of baseline/candidate) | baseline | candidate | drop | drop CI | margin "
@@ -115,15 +132,23 @@ def markdown(checks: list[Check], baseline: str, candidate: str, rule: str, poli
     return "\n".join(lines) + "\n"
 
 
-def as_json(checks: list[Check], baseline: str, candidate: str, rule: str, policy_source: str = "") -> str:
+def as_json(checks: list[Check], baseline: str, candidate: str, rule: str, policy_source: str = "",
+            family: Family | None = None) -> str:
+    return json.dumps(gate_dict(checks, baseline, candidate, rule, policy_source, family), indent=2) + "\n"
+
+
+def gate_dict(checks: list[Check], baseline: str, candidate: str, rule: str, policy_source: str,
+          family: Family | None) -> dict:
     finite = lambda x: x if isinstance(x, int | float) and math.isfinite(x) else None
-    return json.dumps({
+    return {
         "baseline": baseline, "candidate": candidate, "rule": rule, "policy": policy_source,
+        "family": family.as_dict() if family else None,
         "outcome": outcome(checks), "not_deployable": _caveat(checks) or None,
         "checks": [{"task": c.task, "metric": c.metric, "outcome": c.verdict.outcome, "reason": c.verdict.reason,
                     "items_needed": c.verdict.items_needed, "baseline": finite(c.baseline),
                     "candidate": finite(c.candidate), "drop": finite(c.drop), "margin": c.margin,
                     "drop_ci": None if not c.comparison else [-c.comparison["ci95"][1], -c.comparison["ci95"][0]],
-                    "test": c.comparison.get("test"), "p": c.comparison.get("p"), "evidence": c.evidence,
+                    "test": c.comparison.get("test"), "p": c.comparison.get("p"),
+                    "p_family": c.comparison.get("p_family"), "evidence": c.evidence,
                     "not_deployable": c.caveat_detail or None,
-                    **_numbers(c)} for c in checks]}, indent=2) + "\n"
+                    **_numbers(c)} for c in checks]}
