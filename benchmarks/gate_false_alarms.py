@@ -9,7 +9,13 @@ Grouped items: 25 groups of 10 items that flip together (one draw per group and 
 problem, one template). `--ignore-groups` pairs them as 250 independent items, as the gate did before it
 resampled groups; by default the paired interval is the paired cluster bootstrap.
 
-Usage: python benchmarks/gate_false_alarms.py [--sims 2000] [--margin 0.02] [--ignore-groups]
+Several tasks: a candidate that lost nothing is gated on 5 tasks at once, and a family-wise false alarm is a
+regression called on any of them. Each task alone is decided at the nominal level (95% two-sided: a false
+regression at most 2.5% of the time); over five the chance of at least one grows towards 1 - 0.975^5 = 12%.
+The gate's correction (reports/family.py: Holm for `significant`, Bonferroni for a `non-inferiority`
+regression call) is shown beside the uncorrected rate.
+
+Usage: python benchmarks/gate_false_alarms.py [--sims 2000] [--margin 0.02] [--ignore-groups] [--tasks 5]
 """
 
 from __future__ import annotations
@@ -20,7 +26,11 @@ from collections import Counter
 import numpy as np
 
 from evals.stats import paired_difference
-from reports.gate_rules import RULES_ORDER, decide
+from reports.family import Family, correct, family_confidence
+from reports.gate import Check
+from reports.gate_rules import REGRESSION, RULES_ORDER, decide
+
+CONFIDENCE = 0.95
 
 
 def _verdicts(outcomes: dict, stats: dict, n: int, margin: float) -> None:
@@ -47,6 +57,52 @@ def simulate(n: int, accuracy: float, kappa: float, margin: float, sims: int, se
     return outcomes
 
 
+def _task_checks(rule: str, margin: float, n: int, runs: list[tuple[np.ndarray, np.ndarray]],
+                 family_level: float | None) -> list[Check]:
+    checks = []
+    for task, (base, rerun) in enumerate(runs):
+        stats = paired_difference(base.tolist(), rerun.tolist(), confidence=CONFIDENCE)
+        if family_level:
+            stats["family_ci"] = paired_difference(base.tolist(), rerun.tolist(), confidence=family_level)["ci95"]
+        drop, low, high = -stats["diff"], -stats["ci95"][1], -stats["ci95"][0]
+        verdict = decide(rule, drop, low, high, n, margin, 30, CONFIDENCE, stats["test"], stats["p"])
+        checks.append(Check(f"task{task}", "acc", 0.0, 0.0, drop, margin, verdict, stats))
+    return checks
+
+
+def simulate_family(tasks: int, n: int, accuracy: float, kappa: float, margin: float, sims: int,
+                    seed: int = 0) -> dict[str, dict[str, float]]:
+    """Per rule: the share of re-runs (no true difference on any task) with a regression called on any task,
+    each task decided alone ("uncorrected") and as one family ("corrected"), and on the first task alone."""
+    rng = np.random.default_rng(seed)
+    counts = {rule: Counter() for rule in RULES_ORDER}
+    for _ in range(sims):
+        runs = []
+        for _ in range(tasks):
+            p = rng.beta(accuracy * kappa, (1 - accuracy) * kappa, size=n)
+            runs.append(((rng.random(n) < p).astype(float), (rng.random(n) < p).astype(float)))
+        for rule in RULES_ORDER:
+            family = Family([f"task{t}" for t in range(tasks)], ["rerun"], rule, round(1 - CONFIDENCE, 10), "holm")
+            checks = _task_checks(rule, margin, n, runs, family_confidence(rule, CONFIDENCE, tasks, "holm"))
+            regressed = [c.verdict.outcome == REGRESSION for c in checks]
+            counts[rule]["one task"] += regressed[0]
+            counts[rule]["uncorrected"] += any(regressed)
+            correct(checks, family)
+            counts[rule]["corrected"] += any(c.verdict.outcome == REGRESSION for c in checks)
+    return {rule: {k: c[k] / sims for k in ("one task", "uncorrected", "corrected")} for rule, c in counts.items()}
+
+
+def _family_rows(tasks: int, margin: float, sims: int) -> list[str]:
+    lines = [f"{tasks} tasks of 200 items each, acc=0.8 kappa=5, margin={margin}, {sims} simulated re-runs: "
+             f"share with a regression called (false alarm)",
+             f"{'rule':<17}{'one task':>10}{f'any of {tasks}, uncorrected':>28}{'any, corrected':>16}  correction"]
+    for rule, rates in simulate_family(tasks, 200, 0.8, 5.0, margin, sims).items():
+        method = Family([""] * tasks, ["v"], rule, 1 - CONFIDENCE, "holm").method or "none (no test)"
+        lines.append(f"{rule:<17}{100 * rates['one task']:>9.1f}%{100 * rates['uncorrected']:>27.1f}%"
+                     f"{100 * rates['corrected']:>15.1f}%  {method}")
+    return lines
+
+
 def _row(label: str, out: dict, sims: int) -> str:
     cells = [f"{100 * out[r]['regression'] / sims:7.1f}/{100 * out[r]['inconclusive'] / sims:5.1f}%"
              for r in RULES_ORDER]
@@ -58,6 +114,7 @@ def main() -> None:
     ap.add_argument("--sims", type=int, default=2000)
     ap.add_argument("--margin", type=float, default=0.02)
     ap.add_argument("--ignore-groups", action="store_true", help="pair grouped items as independent ones")
+    ap.add_argument("--tasks", type=int, default=5, help="tasks gated together in the family-wise rows")
     args = ap.parse_args()
     print(f"{args.sims} simulated re-runs per row; cells: regression% / inconclusive%")
     print(f"{'':<34}" + "  ".join(f"{r:>17}" for r in RULES_ORDER))
@@ -69,6 +126,9 @@ def main() -> None:
     for margin in (args.margin, 0.0):
         out = simulate(250, 0.6, 5.0, margin, args.sims, group_size=10, ignore_groups=args.ignore_groups)
         print(_row(f"25 groups x 10 margin={margin}", out, args.sims) + f"   ({how})")
+    for margin in (0.0, args.margin):
+        print()
+        print("\n".join(_family_rows(args.tasks, margin, args.sims)))
 
 
 if __name__ == "__main__":
