@@ -14,7 +14,7 @@ from core.recipe import RecipeError
 from quant import logs
 
 # Commands that read stored results: any failure of theirs is bad input (exit 2), never a traceback.
-READERS = ("gate", "choose", "compare", "report")
+READERS = ("gate", "diff", "choose", "compare", "report")
 
 SWEEP_EXIT_CODES = """exit codes:
   0    every variant ok, or declared unsupported by the engine (recorded, scored in-process)
@@ -133,6 +133,21 @@ def cmd_gate(args) -> int:
         if path and (error := _write(path, write(run))):
             return fail(args, error)
     return EXIT[run.outcome]
+
+
+def cmd_diff(args) -> int:
+    from reports import flips_output
+    from reports.flips import diff_sides
+    from reports.gate import GateInputError
+
+    try:
+        baseline, candidate, found = diff_sides(args.baseline, args.candidate, args.task)
+    except GateInputError as exc:
+        return fail(args, str(exc))
+    print(flips_output.as_text(found, baseline, candidate), file=sys.stderr if args.json == STDOUT else sys.stdout)
+    if args.json and (error := _write(args.json, flips_output.as_json(found, baseline, candidate))):
+        return fail(args, error)
+    return exit_codes.OK
 
 
 def cmd_choose(args) -> int:
@@ -316,6 +331,15 @@ def build_parser() -> argparse.ArgumentParser:
                    help="gate the accuracy of a variant recorded failed or unsupported (default: exit 2, it cannot "
                    "be deployed); every line and report says so, and perf is not gated")
     g.set_defaults(func=cmd_gate)
+
+    f = sub.add_parser("diff", help="the items a candidate scored differently from the baseline, lost first: "
+                       "prompt, both responses, the filtered answers, the metric, a diff of the responses")
+    f.add_argument("--baseline", required=True, help="run dir or results.json[:VARIANT] (default: its baseline), "
+                   "an lm-eval output directory, or a run's fsspec URL")
+    f.add_argument("--candidate", required=True, help="as --baseline, with :VARIANT where the run has several")
+    f.add_argument("--task", **SEVERAL, help="only these tasks (default: every task of the baseline)")
+    f.add_argument("--json", metavar="FILE", help="also write the flips as JSON to FILE ('-': stdout)")
+    f.set_defaults(func=cmd_diff)
 
     c = sub.add_parser("choose", help="the variant to deploy per task, why, and its serve command")
     c.add_argument("run")

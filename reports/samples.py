@@ -139,6 +139,14 @@ def _pairs(base: ItemScores, cand: ItemScores) -> tuple[list[tuple[Item, Item]],
     return [(b[k], c[k]) for k in sorted(set(b) & set(c), key=str)], by
 
 
+def paired_ids(base: ItemScores, cand: ItemScores) -> list[tuple[object, object]]:
+    """(baseline doc_id, candidate doc_id) of every item pair, paired as paired_scores pairs them."""
+    by_hash = _by_hash(base) is not None and _by_hash(cand) is not None
+    keyed = [{(item.doc_hash if by_hash else doc_id): doc_id for doc_id, item in s.items.items()}
+             for s in (base, cand)]
+    return [(keyed[0][k], keyed[1][k]) for k in sorted(set(keyed[0]) & set(keyed[1]), key=str)]
+
+
 def paired_between(base_dir, base_name: str, cand_dir, cand_name: str, task: str, metric: str,
                    confidence: float = 0.95, higher_is_better: bool = True) -> dict | None:
     """Paired statistics of two variants' per-item scores (None where either has no per-item file)."""
