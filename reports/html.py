@@ -7,6 +7,7 @@ import html
 from pathlib import Path
 
 from core.results import Results
+from reports.flips_html import anchor, flips_section
 from reports.markdown import (CHECKPOINT_HEADERS, PLACEMENT_HEADERS, checkpoint_rows, mb, num, p99_cell, paired_cell,
                               placement_rows, server_memory)
 from reports.table import headline_concurrency, memory_target, rows_for_task, tasks_of
@@ -24,6 +25,8 @@ HEADERS = ("", "variant", "accuracy [95% CI]", "Δ vs baseline", "paired Δ [95%
 def render_html(results: Results, png: Path | None, run_dir: Path | None = None) -> str:
     e = html.escape
     c = headline_concurrency(results)
+    flips = flips_section(results, run_dir)
+    variant_cell = lambda v: f"<a href='#{anchor(v)}'>{e(v)}</a>" if f"id='{anchor(v)}'" in flips else e(v)
     parts = [f"<!doctype html><meta charset='utf-8'><title>{e(str(results.recipe_name))} — quant-suite</title>",
              f"<style>{STYLE}</style><h1>{e(str(results.recipe_name))}</h1>",
              f"<p>Model <code>{e(str(results.model))}</code>, baseline <b>{e(results.baseline)}</b>. "
@@ -42,7 +45,7 @@ def render_html(results: Results, png: Path | None, run_dir: Path | None = None)
         for r in sorted(rows_for_task(results, task, run_dir), key=lambda r: -(r.accuracy or -1)):
             acc = f"{r.accuracy:.3f} [{r.ci95[0]:.3f}, {r.ci95[1]:.3f}]" if r.accuracy is not None else "-"
             status = r.status + (" (in-process eval)" if r.backend == "inprocess" else "")
-            cells = [("", "★" if r.pareto else ""), ("", e(r.variant)), ("", acc),
+            cells = [("", "★" if r.pareto else ""), ("", variant_cell(r.variant)), ("", acc),
                      ("bad" if r.delta is not None and r.delta < -0.02 else "",
                       "-" if r.delta is None else f"{r.delta:+.3f}"),
                      ("", e(paired_cell(r))), ("", num(r.kl, ".4f")), ("", num(r.out_tok_s, ".0f")),
@@ -62,6 +65,7 @@ def render_html(results: Results, png: Path | None, run_dir: Path | None = None)
                      + "".join(f"<th>{e(h)}</th>" for h in PLACEMENT_HEADERS) + "</tr>")
         parts += ["<tr>" + "".join(f"<td>{e(cell)}</td>" for cell in row) + "</tr>" for row in placements]
         parts.append("</table>")
+    parts.append(flips)
     failures = [(n, v) for n, v in results.variants.items() if not v.ok]
     if failures:
         parts.append("<h2>Variants not fully measured</h2><ul>")

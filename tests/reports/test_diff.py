@@ -86,3 +86,15 @@ def test_an_lm_eval_output_directory_as_either_side(run, tmp_path):
 def test_bad_input_is_one_line_exit_2(run, candidate, extra, needle):
     code, out = quant("diff", "--baseline", str(run), "--candidate", f"{run}{candidate}", *extra)
     assert code == 2 and out.startswith("diff error: ") and needle in out and len(out.strip().splitlines()) == 1
+
+
+def test_report_html_links_each_variant_to_its_flips(run):
+    from reports.render import render_all
+
+    page = next(p for p in render_all(run, json.loads((run / "results.json").read_text())) if p.suffix == ".html")
+    html = page.read_text()
+    assert "<a href='#flips-w4'>w4</a>" in html and "<a href='#flips-bf16'>" not in html
+    section = html[html.index("<details id='flips-w4'>"):]
+    assert "<b>w4</b>: 1 lost, 1 gained" in section and "math: 1 lost, 1 gained of 4" in section
+    assert section.index("<b>lost</b> item 1") < section.index("<b>gained</b> item 2")
+    assert "-The answer is 7.\n+The answer is 8." in section and "src=" not in section   # self-contained text
