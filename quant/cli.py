@@ -11,22 +11,11 @@ from pathlib import Path
 
 from core import exit_codes
 from core.recipe import RecipeError
-from quant import logs
+from quant import cli_parser, logs
+from quant.cli_parser import STDOUT
 
 # Commands that read stored results: any failure of theirs is bad input (exit 2), never a traceback.
 READERS = ("gate", "diff", "choose", "compare", "report")
-
-SWEEP_EXIT_CODES = """exit codes:
-  0    every variant ok, or declared unsupported by the engine (recorded, scored in-process)
-  1    a variant failed: crash, quantization or measurement error (--allow-failed: 0)
-  2    bad input, found before any work: every recipe problem listed, one line each
-  130  interrupted (Ctrl-C), 143 terminated (SIGTERM): servers stopped, finished stages cached; re-run to continue"""
-STDOUT = "-"   # an output flag's value that means standard output (the command's own text goes to stderr)
-# A list flag takes several values after it and may be repeated: `--task a b` and `--task a --task b`.
-SEVERAL = {"action": "extend", "nargs": "+"}
-UNISOLATED_HELP = ("where bubblewrap is missing, run model-generated code on this host anyway (rlimits and a "
-                   "private temporary directory only; also lm-eval's own code tasks)")
-
 
 def _write(path: str, text: str) -> str | None:
     """An output flag's value: a file, or `-` for stdout. The error line where the file cannot be written."""
@@ -83,7 +72,7 @@ def cmd_sweep(args) -> int:
         results = run_sweep(recipe, location, recipe_path=Path(args.recipe), reporter=Reporter(quiet=args.quiet),
                             cache_dir=args.cache_dir,
                             only=args.only, retry_failed=args.retry_failed,
-                            allow_unisolated_code=args.allow_unisolated_code)
+                            allow_unisolated_code=args.allow_unisolated_code, device=args.device)
     except (ModelNotFound, EngineStartError, IsolationRequired, RemoteError) as exc:
         return fail(args, str(exc))
     import sqlite3
@@ -167,8 +156,10 @@ def cmd_choose(args) -> int:
     except (GateInputError, ChooseError) as exc:
         return fail(args, str(exc))
     commands = {t: deploy_command(results, c.variant) for t, c in choices.items() if c}
-    render = choose_output.as_json if args.json else choose_output.as_text
-    print(render(choices, shared, commands, max_drop, slos, args.objective, engine_label(results)))
+    shown = (choices, shared, commands, max_drop, slos, args.objective, engine_label(results))
+    print(choose_output.as_text(*shown), file=sys.stderr if args.json == STDOUT else sys.stdout)
+    if args.json and (error := _write(args.json, choose_output.as_json(*shown))):
+        return fail(args, error)
     return exit_codes.OK if all(choices.values()) else exit_codes.FAILED
 
 
@@ -209,17 +200,22 @@ def cmd_history(args) -> int:
 
 
 def cmd_compare(args) -> int:
-    from quant.history import compare, load_run
-    from reports.history_output import deltas_table
+    from quant.history import load_side
+    from reports.compare_sides import GateInputError, compare_sides
+    from reports.history_output import deltas_json, deltas_table
 
     refs = [args.baseline, args.candidate] if args.baseline and args.candidate else args.runs
     if len(refs) != 2 or (args.baseline or args.candidate) and args.runs:
-        return fail(args, "give two runs: --baseline RUN --candidate RUN (run ids, unique prefixes or run dirs)")
+        return fail(args, "give two runs: --baseline RUN[:VARIANT] --candidate RUN[:VARIANT] (run ids, unique "
+                          "prefixes, run dirs, lm-eval output directories or URLs)")
     try:
-        baseline, candidate = load_run(refs[0]), load_run(refs[1])
-    except (LookupError, OSError, ValueError) as exc:   # ResultsError is a ValueError
+        (base, base_variant), (cand, cand_variant) = load_side(refs[0]), load_side(refs[1])
+        rows = compare_sides(base, base_variant, cand, cand_variant)
+    except (LookupError, OSError, ValueError, GateInputError) as exc:   # ResultsError is a ValueError
         return fail(args, str(exc))
-    print(deltas_table(compare(baseline, candidate)))
+    print(deltas_table(rows), file=sys.stderr if args.json == STDOUT else sys.stdout)
+    if args.json and (error := _write(args.json, deltas_json(rows))):
+        return fail(args, error)
     return exit_codes.OK
 
 
@@ -294,105 +290,13 @@ def cmd_sensitivity(args) -> int:
     return exit_codes.OK
 
 
+HANDLERS = {"sweep": cmd_sweep, "gate": cmd_gate, "diff": cmd_diff, "choose": cmd_choose, "report": cmd_report,
+            "history": cmd_history, "compare": cmd_compare, "sensitivity": cmd_sensitivity,
+            "sandbox-check": cmd_sandbox_check, "demo": cmd_demo}
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="quant", description="LLM quantization accuracy and performance regression suite")
-    sub = p.add_subparsers(dest="command", required=True)
-
-    s = sub.add_parser("sweep", help="quantize, serve, evaluate and benchmark every variant of a recipe",
-                       formatter_class=argparse.RawDescriptionHelpFormatter, epilog=SWEEP_EXIT_CODES)
-    s.add_argument("recipe")
-    s.add_argument("--out", help="run directory, or an fsspec URL every node reaches (s3://, gs://, file:///...; "
-                                 "default runs/<recipe name>)")
-    s.add_argument("--cache-dir", help="stage cache, a directory or an fsspec URL (default: <out>/../.cache)")
-    s.add_argument("--only", **SEVERAL, metavar="VARIANT", help="run only these variants")
-    s.add_argument("--retry-failed", action="store_true", help="retry variants the engine rejected before")
-    s.add_argument("--allow-failed", action="store_true", help="exit 0 even when a variant failed")
-    s.add_argument("--strict", action="store_true", help=argparse.SUPPRESS)  # the default now; kept for old scripts
-    s.add_argument("--allow-unisolated-code", action="store_true", help=UNISOLATED_HELP)
-    s.add_argument("--executor", choices=["local", "ray"],
-                   help="where variants run: one after another here (local, the default) or fanned out on Ray")
-    s.add_argument("--ray-address", metavar="ADDR",
-                   help="a running Ray cluster (implies --executor ray; default: start a local one)")
-    s.add_argument("--quiet", action="store_true")
-    s.set_defaults(func=cmd_sweep)
-
-    g = sub.add_parser("gate", help="0 pass, 1 regression, 2 bad input, 3 inconclusive (more items needed)")
-    g.add_argument("--baseline", required=True, help="run dir or results.json[:VARIANT] (default: its baseline)")
-    g.add_argument("--candidate", required=True, help="run dir or results.json[:VARIANT]")
-    g.add_argument("--policy", help="YAML like a recipe's gates: section (default: the BASELINE run's recipe gates)")
-    g.add_argument("--rule", choices=["point", "significant", "non-inferiority"],
-                   help="override the policy's rule (default: point)")
-    g.add_argument("--junit", help="write JUnit XML here (one test case per task and metric)")
-    g.add_argument("--markdown", help="write a Markdown summary here (for a pull-request comment)")
-    g.add_argument("--json", help="write the checks as JSON here")
-    g.add_argument("--allow-partial-overlap", action="store_true",
-                   help="gate on the items both sides scored when their item sets differ (default: exit 2)")
-    g.add_argument("--allow-undeployable", action="store_true",
-                   help="gate the accuracy of a variant recorded failed or unsupported (default: exit 2, it cannot "
-                   "be deployed); every line and report says so, and perf is not gated")
-    g.set_defaults(func=cmd_gate)
-
-    f = sub.add_parser("diff", help="the items a candidate scored differently from the baseline, lost first: "
-                       "prompt, both responses, the filtered answers, the metric, a diff of the responses")
-    f.add_argument("--baseline", required=True, help="run dir or results.json[:VARIANT] (default: its baseline), "
-                   "an lm-eval output directory, or a run's fsspec URL")
-    f.add_argument("--candidate", required=True, help="as --baseline, with :VARIANT where the run has several")
-    f.add_argument("--task", **SEVERAL, help="only these tasks (default: every task of the baseline)")
-    f.add_argument("--json", metavar="FILE", help="also write the flips as JSON to FILE ('-': stdout)")
-    f.set_defaults(func=cmd_diff)
-
-    c = sub.add_parser("choose", help="the variant to deploy per task, why, and its serve command")
-    c.add_argument("run")
-    c.add_argument("--task", **SEVERAL, help="only these tasks (default: every task in the run)")
-    c.add_argument("--slo", action="append", default=[], metavar="METRIC=LIMIT",
-                   help="e.g. ttft_p99=500ms, tpot_p50=50ms, e2e_p99=2s (repeatable)")
-    c.add_argument("--objective", choices=["throughput", "latency", "memory"], default="throughput")
-    c.add_argument("--max-drop", type=float, help="allowed absolute accuracy drop (default: the run's recipe "
-                   "gates, per task, as `quant gate` reads them)")
-    c.add_argument("--json", action="store_true")
-    c.set_defaults(func=cmd_choose)
-
-    r = sub.add_parser("report", help="re-render reports from a run's results.json")
-    r.add_argument("run")
-    r.add_argument("--screenshot", action="store_true", help="also render report.html in headless Chromium "
-                   "to report.png")
-    r.set_defaults(func=cmd_report)
-
-    h = sub.add_parser("history", help="list recorded sweeps (SQLite; $QUANT_HISTORY_DB)")
-    h.add_argument("--limit", type=int, default=20)
-    h.add_argument("--recipe", help="only runs of this recipe name")
-    h.set_defaults(func=cmd_history)
-
-    m = sub.add_parser("compare", help="per-task deltas, candidate minus baseline, between two recorded runs or run dirs")
-    m.add_argument("--baseline", help="run id (or a unique prefix) from history, or a run dir")
-    m.add_argument("--candidate", help="run id (or a unique prefix) from history, or a run dir")
-    m.add_argument("runs", nargs="*", help=argparse.SUPPRESS)   # `compare A B`, as before: kept for old scripts
-    m.set_defaults(func=cmd_compare)
-
-    z = sub.add_parser("sensitivity", help="rank layers by the damage quantizing each alone does (KL, task loss)")
-    z.add_argument("recipe")
-    z.add_argument("--variant", help="whose weight scheme to rank under (default: the first with one)")
-    z.add_argument("--by", choices=["module", "layer"], help="unit: one Linear (q/k/v and gate/up fused, as vLLM runs them) or a decoder layer "
-                   "(default module)")
-    z.add_argument("--samples", type=int, help="calibration texts for the KL (default 32)")
-    z.add_argument("--items", type=int, help="items per task for the loss change (default 32; 0: none)")
-    z.add_argument("--device", default="cpu", help="torch device, e.g. cuda")
-    z.add_argument("--out", help="report directory (default runs/<recipe>/sensitivity/<variant>)")
-    z.add_argument("--cache-dir", help="stage cache (default runs/.cache, the sweep's)")
-    z.set_defaults(func=cmd_sensitivity)
-
-    x = sub.add_parser("sandbox-check", help="run the hostile-program and scoring-integrity corpora; exit 1 if any "
-                       "program is not contained or a cheat scores a pass")
-    x.add_argument("--allow-unisolated-code", action="store_true", help=UNISOLATED_HELP)
-    x.set_defaults(func=cmd_sandbox_check)
-    d = sub.add_parser("demo", help="rebuild the shipped demo assets")
-    d.add_argument("what", choices=["build-tasks", "build-model"])
-    d.add_argument("--out")
-    d.add_argument("--device", default="cpu", help="build-model on cpu (default; the shipped checkpoint) or cuda")
-    d.set_defaults(func=cmd_demo)
-    for command in sub.choices.values():
-        logs.add_arguments(command)
-    return p
+    return cli_parser.build(HANDLERS)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -62,6 +62,7 @@ class SweepContext:
     out_remote: Any = None   # core.remote.Remote where the run directory lives at a URL (out is this node's mirror)
     model_source: dict | None = None   # what a GGUF model was before it was dequantized
     engine_facts: dict | None = None   # the engine's kind, distribution, version and device (results.json `engine`)
+    device: str = "cpu"   # torch device of the sweep's own model work (the sensitivity ranking)
 
     @property
     def engine_key(self) -> str:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Iterator
 
 from core.results import Results
-from reports.results_file import check_version, load_results, parse_results
+from reports.results_file import check_version, parse_results
 
 SCHEMA = """CREATE TABLE IF NOT EXISTS runs (
     run_id TEXT PRIMARY KEY, recipe_name TEXT, recipe_hash TEXT, model TEXT, git_commit TEXT,
@@ -67,31 +67,32 @@ def runs(limit: int = 20, recipe: str | None = None) -> list[dict]:
     return [dict(zip(keys, row)) | {"results": json.loads(row[-1])} for row in rows]
 
 
-def load_run(ref: str) -> Results:
-    """A run id (or unique prefix) from the history, or a run directory / results.json."""
-    path = Path(ref)
-    if path.exists():
-        return load_results(path)
+def _same_run(run_dir: Path, data: dict) -> bool:
+    """The recorded run directory still holds this run (a later sweep into it would pair other items)."""
+    try:
+        return json.loads((run_dir / "results.json").read_text()).get("started") == data.get("started")
+    except (OSError, ValueError):
+        return False
+
+
+def load_side(ref: str) -> tuple[dict, str | None]:
+    """A side of `quant compare`: what `quant gate` takes (run dir, results.json, lm-eval output directory, URL,
+    each with an optional :VARIANT), or a run id (or unique prefix) from the history, optionally :VARIANT."""
+    from core.remote import is_url
+    from reports.gate import load_side as gate_side
+
+    head, _, variant = ref.rpartition(":")
+    if is_url(ref) or Path(ref).exists() or (head and Path(head).exists()):
+        return gate_side(ref)
+    run_id, variant = (head, variant) if head else (ref, None)
     with _connect() as con:
-        rows = con.execute("SELECT run_id, results FROM runs WHERE run_id LIKE ?", (ref + "%",)).fetchall()
+        rows = con.execute("SELECT run_id, run_dir, results FROM runs WHERE run_id LIKE ?", (run_id + "%",)).fetchall()
     if len(rows) != 1:
         raise LookupError(f"{ref}: {'no run' if not rows else 'several runs'} with that id in {db_path()} "
                           f"and no such path")
-    data, where = json.loads(rows[0][1]), f"history run {rows[0][0]}"
+    (found, run_dir, text), where = rows[0], f"history run {rows[0][0]}"
+    data = json.loads(text)
     check_version(data, where)
-    return parse_results(data, where)
-
-
-def compare(a: Results, b: Results) -> list[dict]:
-    """Per variant and task present in both runs: score in each and the delta (b - a)."""
-    out = []
-    for name, va in a.variants.items():
-        vb = b.variants.get(name)
-        if vb is None:
-            continue
-        for task, acc in va.accuracy.items():
-            other = vb.accuracy.get(task)
-            if other is not None:
-                out.append({"variant": name, "task": task, "metric": acc.metric, "a": acc.value,
-                            "b": other.value, "delta": other.value - acc.value})
-    return out
+    parse_results(data, where)   # the typed schema's checks, as for a results.json
+    recorded = run_dir if _same_run(Path(run_dir or ""), data) else None   # its per-item files, for the paired CI
+    return data | {"_run_dir": recorded, "_path": where}, variant

@@ -76,7 +76,8 @@ def _quantize(ctx: SweepContext, variant: Variant, key: str) -> None:
 
 def _keep_most_sensitive(ctx: SweepContext, variant: Variant) -> Variant:
     try:
-        result = ranking(ctx.cache, ctx.reporter, ctx.model_dir, ctx.model_key, ctx.recipe, variant)
+        result = ranking(ctx.cache, ctx.reporter, ctx.model_dir, ctx.model_key, ctx.recipe, variant,
+                         device=ctx.device)
     except ValueError as exc:
         raise StageError(f"sensitivity analysis: {exc}") from None
     try:

@@ -42,7 +42,7 @@ log = logging.getLogger(__name__)
 def run_sweep(recipe: Recipe, out: Location | str | Path, recipe_path: Path | None = None,
               cache_dir: str | Path | None = None,
               reporter: Reporter | None = None, only: list[str] | None = None, retry_failed: bool = False,
-              allow_unisolated_code: bool = False) -> dict:
+              allow_unisolated_code: bool = False, device: str = "cpu") -> dict:
     """The pipeline: check the recipe; per variant (the baseline first: KL needs it) quantize, then evals, KL
     and perf (run_variant: one after another here, or side by side on Ray: quant/executors), saving
     results.json after each; then the reports.
@@ -110,7 +110,8 @@ def _context(recipe: Recipe, location: Location, recipe_path: Path | None, cache
     ctx = SweepContext(recipe=recipe, out=out, out_remote=location.remote, cache=cache,
                        model_dir=model_dir, model_key=tree_digest(model_dir), engine_python=engine_python,
                        engine_version=engine["version"], reporter=reporter, retry_failed=retry_failed,
-                       model_source=source_facts(model_dir), engine_facts={"kind": recipe.engine.kind, **engine})
+                       model_source=source_facts(model_dir), engine_facts={"kind": recipe.engine.kind, **engine},
+                       device=device)
     reporter.log(f"sweep [bold]{recipe.name}[/bold]: model {model_dir} · {len(recipe.variants)} variants · "
                  f"tasks {', '.join(t.key for t in recipe.tasks)} · engine "
                  f"{engine['distribution'] or recipe.engine.kind} {ctx.engine_version} "

@@ -168,7 +168,7 @@ def _check_is_mean(task: str, entry: dict, items: ItemScores) -> None:
                              f"metrics whose score is that mean")
 
 
-def _items(side: dict, task: str, metric: str) -> ItemScores | None:
+def side_items(side: dict, task: str, metric: str) -> ItemScores | None:
     try:
         if "_items" in side:   # an lm-eval output directory's samples file, read with its results
             path, records = side["_items"][task]
@@ -238,7 +238,7 @@ def accuracy_check(task: str, base: dict, cand: dict, baseline: dict, candidate:
                              f"{base['metric']!r}")
     better_up = higher_is_better(base)
     margin = policy.margin_for(task, base["value"])
-    base_items, cand_items = _items(baseline, task, base["metric"]), _items(candidate, task, base["metric"])
+    base_items, cand_items = side_items(baseline, task, base["metric"]), side_items(candidate, task, base["metric"])
     if base_items and cand_items:
         _check_is_mean(task, base, base_items)
         _check_is_mean(task, cand, cand_items)

@@ -17,7 +17,16 @@ def runs_table(rows: list[dict]) -> str:
 def deltas_table(rows: list[dict]) -> str:
     if not rows:
         return "the two runs share no variant and task"
-    lines = [f"{'variant':<20} {'task':<18} {'metric':<12} {'baseline':>9} {'candidate':>9} {'delta':>8}"]
-    lines += [f"{r['variant']:<20} {r['task']:<18} {r['metric']:<12} {r['a']:9.3f} {r['b']:9.3f} {r['delta']:+8.3f}"
-              for r in rows]
+    vw = max([20, *(len(r["variant"]) for r in rows)])
+    lines = [f"{'variant':<{vw}} {'task':<18} {'metric':<12} {'baseline':>9} {'candidate':>9} {'delta':>8} "
+             f"{'paired 95% CI':>17} {'items':>6}"]
+    for r in rows:
+        ci = "-" if r["ci"] is None else f"{r['ci'][0]:+.3f}..{r['ci'][1]:+.3f}"
+        lines.append(f"{r['variant']:<{vw}} {r['task']:<18} {r['metric']:<12} {r['baseline']:9.3f} "
+                     f"{r['candidate']:9.3f} {r['delta']:+8.3f} {ci:>17} {r['n_paired'] or '-':>6}")
     return "\n".join(lines)
+
+
+def deltas_json(rows: list[dict]) -> str:
+    import json
+    return json.dumps({"rows": rows}, indent=2) + "\n"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -9,6 +10,13 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 DEMO_MODEL = REPO / "demo/model"
 TEST_RECIPES = REPO / "tests/data/recipes"   # recipes of the sweep tests (validated with the shipped ones)
+
+
+def quant_json(*args: str, timeout: float | None = None, env: dict | None = None) -> tuple[int, dict | None]:
+    """`quant ARGS --json -`: (exit code, the JSON it wrote to stdout, or None where it wrote none)."""
+    proc = subprocess.run([sys.executable, "-m", "quant.cli", *args, "--json", "-"], capture_output=True, text=True,
+                          cwd=REPO, timeout=timeout, env=env)
+    return proc.returncode, json.loads(proc.stdout) if proc.stdout.strip() else None
 
 
 def quant(*args: str, timeout: float | None = None, env: dict | None = None) -> tuple[int, str]:

@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 from quant import history
+from reports.compare_sides import compare_sides
 from tests.fixtures import results, variant
 from tests.helpers import REPO
 
@@ -38,5 +39,5 @@ def test_compare_accepts_run_directories(tmp_path):
     for name, math in (("a", 0.5), ("b", 0.75)):
         (tmp_path / name).mkdir()
         (tmp_path / name / "results.json").write_text(json.dumps(run_results("2026-11-30T10:00:00", math)))
-    rows = history.compare(history.load_run(str(tmp_path / "a")), history.load_run(str(tmp_path / "b")))
+    rows = compare_sides(*history.load_side(str(tmp_path / "a")), *history.load_side(str(tmp_path / "b")))
     assert {r["variant"]: round(r["delta"], 3) for r in rows} == {"bf16": 0.25, "w4": 0.25}

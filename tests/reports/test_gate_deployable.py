@@ -83,7 +83,7 @@ def test_asked_for_its_accuracy_a_regression_is_still_one(run, capsys):
 
 def test_choose_never_picks_a_variant_that_cannot_be_deployed(run, capsys):
     """perfcrash scores best and is fastest on both tasks; keep4 ties bf16: neither is chosen, for one task or all."""
-    assert main(["choose", str(run), "--max-drop", "0.05", "--json"]) == 0
+    assert main(["choose", str(run), "--max-drop", "0.05", "--json", "-"]) == 0
     report = json.loads(capsys.readouterr().out)
     for task in ("math", "code"):
         choice = report["choices"][task]

@@ -1,22 +1,12 @@
 """Several checks decided together: Holm over tasks x variants, the family printed, and `--candidate RUN`
 gating every variant of a run."""
 
-import json
-import subprocess
-import sys
-
 import pytest
 
 from reports.family import Family, family_confidence, holm_adjusted
 from tests.fixtures import variant, write_items, write_run
-from tests.helpers import REPO, quant
+from tests.helpers import quant, quant_json
 
-
-def quant_json(*args: str) -> tuple[int, dict]:
-    """`quant ... --json -`: (exit code, the JSON on stdout; the table goes to stderr)."""
-    proc = subprocess.run([sys.executable, "-m", "quant.cli", *args, "--json", "-"], capture_output=True, text=True,
-                          cwd=REPO)
-    return proc.returncode, json.loads(proc.stdout)
 
 BASE = [1.0] * 150 + [0.0] * 50
 
