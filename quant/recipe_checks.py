@@ -49,11 +49,11 @@ def workload_problems(perf: Perf, engine: Engine | None, variants: list[tuple[in
         except (OSError, ValueError) as exc:
             problems.append((("perf", "workloads", i), f"{workload.name}: {_reason(exc)}"))
             continue
-        for limit, where in _context_limits(engine, variants):
-            if longest > limit:
-                problems.append((("perf", "workloads", i), f"{workload.name}: its longest request is {longest} "
-                                 f"tokens (prompt + output), over max_model_len {limit} ({where}): the engine "
-                                 "refuses it; shorten the workload or raise max_model_len"))
+        over = [f"{limit} ({where})" for limit, where in _context_limits(engine, variants) if longest > limit]
+        if over:
+            problems.append((("perf", "workloads", i), f"{workload.name}: its longest request is {longest} tokens "
+                             f"(prompt + output), over max_model_len {' and '.join(over)}: the engine refuses it; "
+                             "shorten the workload or raise max_model_len"))
     return problems
 
 
