@@ -34,7 +34,8 @@ def min_n_warnings(gates: Gates, tasks: list[tuple[int, Task]]) -> Problems:
 
 def workload_problems(perf: Perf, engine: Engine | None, variants: list[tuple[int, Variant]]) -> Problems:
     """Workload names used twice; trace and length files that cannot be read; and requests longer than the
-    max_model_len a variant is served with (prompt + output tokens), which the engine refuses."""
+    max_model_len a variant is served with (prompt + output tokens): vLLM refuses a prompt over it and cuts
+    the output of the rest short, so the level would not measure the lengths the workload names."""
     from perf.requests import longest_request
 
     problems: Problems = []
@@ -52,8 +53,8 @@ def workload_problems(perf: Perf, engine: Engine | None, variants: list[tuple[in
         over = [f"{limit} ({where})" for limit, where in _context_limits(engine, variants) if longest > limit]
         if over:
             problems.append((("perf", "workloads", i), f"{workload.name}: its longest request is {longest} tokens "
-                             f"(prompt + output), over max_model_len {' and '.join(over)}: the engine refuses it; "
-                             "shorten the workload or raise max_model_len"))
+                             f"(prompt + output), over max_model_len {' and '.join(over)}: the engine refuses such a "
+                             "request or cuts its output short; shorten the workload or raise max_model_len"))
     return problems
 
 
