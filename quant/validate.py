@@ -1,9 +1,11 @@
 """Everything knowable before work starts, checked before work starts and reported together: the recipe's
 schema (every error, not the first), then, on every part that parsed, the model, the engine's interpreter,
 task names and data files, scheme names and algorithm/scheme combinations, group sizes against the model's
-Linear shapes, verbatim recipes and checkpoints, and the calibration source. One line per problem:
+Linear shapes, verbatim recipes and checkpoints, the calibration source, engine arguments against the engine's
+own flags, and the checks across sections (quant/recipe_checks.py). One line per problem:
 `file:line: field: message`. The stage modules own the checks (quantize/schemes.py, quantize/shapes.py,
-quantize/calibration.py, evals/registry.py); this module runs them and locates what they find."""
+quantize/calibration.py, evals/registry.py, perf/engines/flags.py); this module runs them and locates what
+they find."""
 
 from __future__ import annotations
 
