@@ -32,6 +32,29 @@ def min_n_warnings(gates: Gates, tasks: list[tuple[int, Task]]) -> Problems:
             for i, task in tasks if task.limit is not None and task.limit < gates.min_n]
 
 
+def perf_gate_warnings(gates: Gates, perf: Perf) -> Problems:
+    """Perf gates on a recipe that measures no perf: the gate has nothing to compare them with."""
+    named = [k for k, v in gates.perf.model_dump(exclude={"throughput_noise"}).items() if v is not None]
+    if named and not perf.workloads:
+        return [(("gates", "perf"), f"{', '.join(named)} set, but perf.workloads is empty: no perf is measured, "
+                 "so these gates never apply")]
+    return []
+
+
+def generation_problems(tasks: list[tuple[int, Task]], engine: Engine | None,
+                        variants: list[tuple[int, Variant]]) -> Problems:
+    """A task's gen_kwargs.max_gen_toks that alone fills max_model_len: no prompt fits beside it."""
+    problems = []
+    for i, task in tasks:
+        tokens = _as_int((task.gen_kwargs or {}).get("max_gen_toks"))
+        over = [f"{limit} ({where})" for limit, where in _context_limits(engine, variants)
+                if tokens is not None and tokens >= limit]
+        if over:
+            problems.append((("tasks", i, "gen_kwargs", "max_gen_toks"), f"{task.key}: {tokens} tokens to generate "
+                             f"leave no room for a prompt within max_model_len {' and '.join(over)}"))
+    return problems
+
+
 def workload_problems(perf: Perf, engine: Engine | None, variants: list[tuple[int, Variant]]) -> Problems:
     """Workload names used twice; trace and length files that cannot be read; and requests longer than the
     max_model_len a variant is served with (prompt + output tokens): vLLM refuses a prompt over it and cuts

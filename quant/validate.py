@@ -195,8 +195,11 @@ def _cross(parts: Parts, add, found: Findings) -> None:
         problems += recipe_checks.per_task_problems(parts.gates, [t for _, t in parts.tasks])
     if parts.gates is not None:
         warnings += recipe_checks.min_n_warnings(parts.gates, parts.tasks)
+    if parts.gates is not None and parts.perf is not None:
+        warnings += recipe_checks.perf_gate_warnings(parts.gates, parts.perf)
     if parts.perf is not None:
         problems += recipe_checks.workload_problems(parts.perf, parts.engine, parts.variants)
+    problems += recipe_checks.generation_problems(parts.tasks, parts.engine, parts.variants)
     for bucket, found_here in ((found.errors, problems), (found.warnings, warnings)):
         for loc, message in found_here:
             add(bucket, loc, message)

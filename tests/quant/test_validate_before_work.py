@@ -84,7 +84,7 @@ def test_every_cross_section_problem_before_work(tmp_path, flags_cache):
         "variants:\n"
         "  - {name: bf16, baseline: true}\n"
         "  - {name: short, engine_args: {max_model_len: 256}}\n"
-        "tasks: [demo_math, {name: demo_code, label: code}]\n"
+        "tasks: [demo_math, {name: demo_code, label: code, gen_kwargs: {max_gen_toks: 300}}]\n"
         "perf:\n  workloads:\n"
         "    - {name: long, prompt_tokens: 4096, output_tokens: 64, concurrency: [1]}\n"
         "    - {name: mid, prompt_tokens: 300, output_tokens: 64, concurrency: [1]}\n"
@@ -100,6 +100,8 @@ def test_every_cross_section_problem_before_work(tmp_path, flags_cache):
         "engine.args.gpu_memory_utilisation: the engine has no flag --gpu-memory-utilisation; did you mean "
         "gpu_memory_utilization, device_memory_utilization?",
         "engine.args.no_such_flag_xyz: the engine has no flag --no-such-flag-xyz",
+        "tasks.1.gen_kwargs.max_gen_toks: code: 300 tokens to generate leave no room for a prompt within "
+        "max_model_len 256 (engine_args of short)",
         "perf.workloads.0: long: its longest request is 4160 tokens (prompt + output), over max_model_len 256 "
         "(engine_args of short) and 512 (engine.args): the engine refuses such a request or cuts its output short; "
         "shorten the workload or raise max_model_len",
@@ -144,6 +146,15 @@ def test_quant_validate_ok_with_warnings_and_no_work(tmp_path, flags_cache, monk
     assert re.fullmatch(r"warning: \S+:5: tasks\.1\.limit: demo_code: limit 10 is below gates\.min_n 30: the "
                         r"recipe's gate can never decide on this task \(every check inconclusive\)\n", err), err
     assert list(tmp_path.iterdir()) == [path]
+
+
+def test_perf_gates_without_perf_are_a_warning(tmp_path):
+    path = tmp_path / "r.yaml"
+    path.write_text("name: r\nmodel: demo\nvariants: [{name: bf16, baseline: true}]\ntasks: [demo_math]\n"
+                    "perf: {workloads: []}\ngates: {perf: {max_throughput_drop: 0.1, ttft_p99_ms: 500}}\n")
+    _, findings = check_file(path, engine=False)
+    assert findings.warnings == [f"{path}:6: gates.perf: max_throughput_drop, ttft_p99_ms set, but perf.workloads "
+                                 "is empty: no perf is measured, so these gates never apply"]
 
 
 def test_quant_validate_lists_the_problems_exit_2(tmp_path, flags_cache, capsys):
