@@ -102,13 +102,15 @@ def hub_dataset(task) -> tuple[str, str | None, str | None] | None:
     brings its own data (ours, `data_files:`, a local folder or a builder such as json)."""
     spec = lm_eval_spec(task)
     cfg = task_config(spec) if isinstance(spec, str) else spec
-    path = cfg.get("dataset_path")
+    task_class = cfg.get("class")   # a Python-class task names its data on the class
+    path = cfg.get("dataset_path") or getattr(task_class, "DATASET_PATH", None)
     if cfg.get("custom_dataset") is not None or not isinstance(path, str):
         return None
     org, _, name = path.partition("/")
     if not (org and name) or "/" in name or path.startswith((".", "~")) or Path(path).expanduser().exists():
         return None   # a builder name (json, csv...) or a local folder
-    return path, cfg.get("dataset_name"), (cfg.get("dataset_kwargs") or {}).get("revision")
+    name = cfg.get("dataset_name") or getattr(task_class, "DATASET_NAME", None)
+    return path, name, (cfg.get("dataset_kwargs") or {}).get("revision")
 
 
 def task_problems(tasks) -> list[tuple[int, str]]:
