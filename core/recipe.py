@@ -236,6 +236,7 @@ class Execution(Strict):
 class Recipe(Strict):
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
     model: str                         # "demo", a local path or a hub id
+    revision: str | None = None        # of a hub model: a branch, tag or commit (default: the repo's main)
     engine: Engine = Field(default_factory=Engine)
     calibration: Calibration = Field(default_factory=Calibration)
     variants: list[Variant]
