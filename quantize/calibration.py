@@ -82,7 +82,7 @@ def _chosen_rows(calibration: Calibration) -> list[tuple[Any, str, str, int]]:
 
 def _text(value: Any, where: str, column: str, index: int) -> str:
     if not isinstance(value, str):
-        kind = "missing" if value is None else f"a {type(value).__name__}, not text"
+        kind = "missing" if value is None else f"not text ({type(value).__name__})"
         raise CalibrationError(f"{where} row {index + 1}: column {column!r} is {kind}")
     return value
 

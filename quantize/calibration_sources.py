@@ -45,10 +45,11 @@ def open_splits(calibration: Calibration) -> tuple[str, dict[str, Split]]:
     if path.is_dir():
         if _saved_by_datasets(path):
             return source, _saved(path)
-        return source, _dataset_repo(source, calibration)
+        return source, _dataset_repo(source, calibration, f"dataset directory {source!r} could not be read")
     if path.suffix in FILE_SUFFIXES or source.startswith(("/", ".", "~")) or not HUB_ID.match(source):
         raise CalibrationError(f"calibration source {source!r}: no such file or directory")
-    return f"hub dataset {source!r}", _dataset_repo(source, calibration)
+    return f"hub dataset {source!r}", _dataset_repo(source, calibration, f"calibration source {source!r} is not a "
+                                                    f"local file or directory, and loading it as a hub dataset failed")
 
 
 def data_fingerprint(calibration: Calibration) -> str | None:
@@ -126,20 +127,18 @@ def _saved(path: Path) -> dict[str, Split]:
     return {name: _dataset_split(name, dataset) for name, dataset in saved.items()}
 
 
-def _dataset_repo(source: str, calibration: Calibration) -> dict[str, Split]:
+def _dataset_repo(source: str, calibration: Calibration, failed: str) -> dict[str, Split]:
     """A hub dataset id, or a local directory laid out as a dataset repo: `datasets` reads both the same way.
     Only the chosen split is loaded; the others are listed by name."""
     from datasets import get_dataset_split_names, load_dataset
 
-    where = dict(name=calibration.subset, revision=calibration.revision)
     try:
-        names = get_dataset_split_names(source, **where)
+        names = get_dataset_split_names(source, calibration.subset, revision=calibration.revision)
     except Exception as exc:   # not found, gated, offline, unknown subset: datasets raises a type for each
-        raise CalibrationError(f"calibration source {source!r} is not a local file or directory, and loading it "
-                               f"as a dataset failed: {_first_line(exc)}") from None
+        raise CalibrationError(f"{failed}: {_first_line(exc)}") from None
     chosen = choose_split(f"dataset {source!r}", names, calibration.split)
     try:
-        dataset = load_dataset(source, split=chosen, **where)
+        dataset = load_dataset(source, calibration.subset, split=chosen, revision=calibration.revision)
     except Exception as exc:
         raise CalibrationError(f"dataset {source!r} split {chosen!r} could not be loaded: {_first_line(exc)}") \
             from None
