@@ -163,7 +163,7 @@ def test_shipped_code_and_prose():
     assert len(set(code)) == 256 and sum("def " in t for t in code) > 200
     assert all(1000 <= len(t) <= 3600 for t in code)
     prose = calibration_texts(Calibration(source="stdlib-prose", num_samples=128))
-    assert len(prose) == 128 and all(len(t) >= 300 for t in prose) and sum(". " in t for t in prose) > 120
+    assert len(prose) == 128 and all(len(t) >= 300 for t in prose) and sum(". " in t for t in prose) > 100
     assert source_problems(Calibration(source="stdlib-prose", num_samples=129)) == [
         "stdlib-prose has 128 rows, fewer than num_samples 129"]
 
