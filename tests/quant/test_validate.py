@@ -65,8 +65,8 @@ def test_every_problem_at_once_one_line_each(tmp_path, hidden_576):
                 ":7: variants.3.algoritm: unknown field",
                 ":8: tasks.1: no task 'gsm8kk' in evals/tasks or lm-eval; did you mean gsm8k",
                 ":8: tasks.2.data_files: no such file: missing.jsonl",
-                ":9: calibration.source: calibration source 'no-such-calibration.jsonl' is neither \"demo\" nor an "
-                "existing JSONL file (needed by w4)"]
+                ":9: calibration.source: calibration source 'no-such-calibration.jsonl': no such file or directory "
+                "(needed by w4)"]
     for line, want in zip(problems, expected):
         assert want in line, (want, problems)
 
