@@ -110,10 +110,16 @@ def _chat_renderer(model_dir: Path | None, column: str):
         raise CalibrationError(f"calibration.messages {column!r}: the model's tokenizer has no chat template; "
                                f"give a text column with calibration.column instead")
 
+    # The texts are tokenized again for calibration, with the special tokens the tokenizer adds: a template that
+    # writes the BOS token itself (Llama 3's does) would otherwise calibrate on two.
+    bos = tokenizer.bos_token
+    adds_bos = bool(bos) and tokenizer("x").input_ids[:1] == [tokenizer.bos_token_id]
+
     def render(messages: list[dict[str, Any]], where: str) -> str:
         try:
-            return tokenizer.apply_chat_template(messages, tokenize=False)
+            text = tokenizer.apply_chat_template(messages, tokenize=False)
         except Exception as exc:   # a template's own error (jinja raises its exception types) for a bad turn
             raise CalibrationError(f"{where}: the chat template failed on its messages: {exc}") from None
+        return text[len(bos):] if adds_bos and text.startswith(bos) else text
 
     return render

@@ -119,6 +119,20 @@ def test_messages_rendered_with_the_chat_template(tmp_path, chat_model):
     assert texts == calibration_texts(calibration, chat_model)
 
 
+def test_a_template_that_writes_bos_gives_one_bos_once_tokenized(tmp_path, chat_model):
+    """The demo tokenizer adds <s> itself; a template writing it too would calibrate on two."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(chat_model)
+    tokenizer.chat_template = "{{ bos_token }}" + TEMPLATE
+    tokenizer.save_pretrained(tmp_path / "bos")
+    path = _jsonl(tmp_path / "chats.jsonl", [{"messages": chat} for chat in CHATS])
+    (text,) = calibration_texts(Calibration(source=str(path), messages="messages", num_samples=1, shuffle=False),
+                                tmp_path / "bos")
+    assert text == "<|user|>question 0\n<|assistant|>answer 0\n"
+    assert tokenizer(text).input_ids.count(tokenizer.bos_token_id) == 1
+
+
 # --- directories written by datasets, and a dataset repo (read as a hub id is) ---------------------------
 
 def test_save_to_disk_dataset_dict_and_single(tmp_path):
