@@ -129,11 +129,8 @@ def _check(parts: Parts, recipe_dir: Path | None, text: str, source: str, engine
             calibrating.append(variant.name)
     if parts.calibration is not None and calibrating:
         from quantize.calibration import source_problems
-        errors, warnings = source_problems(parts.calibration)
-        for message in errors:
+        for message in source_problems(parts.calibration, model_dir):
             add(found.errors, ("calibration", "source"), f"{message} (needed by {', '.join(calibrating)})")
-        for message in warnings:
-            add(found.warnings, ("calibration", "num_samples"), message)
     return found
 
 
