@@ -42,10 +42,9 @@ def _on_sigterm(signum, frame) -> None:
     raise Terminated()
 
 
-def _offline_defaults() -> None:
-    # Runs never reach a hub; models and data come from local paths (set before transformers imports).
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+def _library_defaults() -> None:
+    # Set before the libraries import. The hub is reached as huggingface_hub reaches it: online unless the user
+    # sets HF_HUB_OFFLINE / HF_DATASETS_OFFLINE.
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     os.environ.setdefault("TQDM_DISABLE", "1")  # library bars (read when tqdm is imported); we draw our own
 
@@ -286,7 +285,7 @@ def cmd_sensitivity(args) -> int:
     spec = base.model_copy(update={k: v for k, v in (("by", args.by), ("samples", args.samples),
                                                       ("items_per_task", args.items)) if v is not None})
     try:
-        model_dir = resolve_model(recipe.model, Path(args.recipe).parent)
+        model_dir = resolve_model(recipe.model, Path(args.recipe).parent, revision=recipe.revision)
         out = Path(args.out) if args.out else Path("runs") / recipe.name / "sensitivity" / variant.name
         cache = Cache.at(args.cache_dir or Path("runs") / ".cache")
         result = ranking(cache, Reporter(), model_dir, tree_digest(model_dir), recipe, variant, spec, args.device)
@@ -401,7 +400,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    _offline_defaults()
+    _library_defaults()
     args = build_parser().parse_args(argv)
     logs.configure(logs.level_of(args.verbosity, args.verbose))
     if threading.current_thread() is threading.main_thread():

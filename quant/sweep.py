@@ -104,7 +104,8 @@ def _context(recipe: Recipe, location: Location, recipe_path: Path | None, cache
              reporter: Reporter, retry_failed: bool) -> SweepContext:
     out = location.local
     cache = Cache.at(cache_dir or _default_cache(location))
-    model_dir = resolve_model(recipe.model, recipe_path.parent if recipe_path else None, log=reporter.log)
+    model_dir = resolve_model(recipe.model, recipe_path.parent if recipe_path else None, log=reporter.log,
+                              revision=recipe.revision)
     engine_python = resolve_engine_python(recipe.engine.python)
     engine = engine_facts(engine_python, recipe.engine.env)
     ctx = SweepContext(recipe=recipe, out=out, out_remote=location.remote, cache=cache,

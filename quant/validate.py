@@ -39,6 +39,7 @@ class Parts:
     variants: list[tuple[int, Variant]]
     tasks: list[tuple[int, Task]]
     execution: Execution | None = None
+    revision: str | None = None
     gates: Gates | None = None
     perf: Perf | None = None
     all_tasks: bool = True   # every task parsed: a name missing from `tasks` is missing from the recipe
@@ -99,7 +100,7 @@ def raise_on_errors(findings: Findings, recipe: Recipe, recipe_path: Path | None
 def _parts(recipe: Recipe | None, data: dict | None) -> Parts:
     if recipe is not None:
         return Parts(recipe.model, recipe.engine, recipe.calibration, list(enumerate(recipe.variants)),
-                     list(enumerate(recipe.tasks)), recipe.execution, recipe.gates, recipe.perf)
+                     list(enumerate(recipe.tasks)), recipe.execution, recipe.revision, recipe.gates, recipe.perf)
     tasks = data.get("tasks") if isinstance(data.get("tasks"), list) else []
     parsed = _valid_items(Task, [{"name": t} if isinstance(t, str) else t for t in tasks])
     return Parts(model=data["model"] if isinstance(data.get("model"), str) else None,
@@ -107,6 +108,7 @@ def _parts(recipe: Recipe | None, data: dict | None) -> Parts:
                  calibration=_valid(Calibration, data.get("calibration", {})),
                  variants=_valid_items(Variant, data.get("variants")),
                  tasks=parsed, execution=_valid(Execution, data.get("execution", {})),
+                 revision=data["revision"] if isinstance(data.get("revision"), str) else None,
                  gates=_valid(Gates, data.get("gates", {})), perf=_valid(Perf, data.get("perf", {})),
                  all_tasks=len(parsed) == len(tasks))
 
@@ -131,15 +133,18 @@ def _check(parts: Parts, recipe_dir: Path | None, text: str, source: str, engine
     def add(bucket: list[str], loc: tuple, message: str) -> None:
         bucket.append(locate(text, source, loc, message))
 
-    model_dir = _model_dir(parts.model, recipe_dir, add, found) if parts.model is not None else None
+    model_dir = _model_dir(parts, recipe_dir, add, found) if parts.model is not None else None
     if engine and parts.engine is not None:
         _engine(parts, add, found)
     _cross(parts, add, found)
     if parts.execution and parts.execution.executor == "ray" and importlib.util.find_spec("ray") is None:
         add(found.errors, ("execution", "executor"), "the ray executor needs Ray: pip install 'quant-suite[ray]' "
             "(make setup installs it)")
-    for i, message in task_problems([t for _, t in parts.tasks]):
+    unresolved = task_problems([t for _, t in parts.tasks])
+    for i, message in unresolved:
         add(found.errors, ("tasks", parts.tasks[i][0]), message)
+    for place, message in _task_data_problems([t for i, t in enumerate(parts.tasks) if i not in dict(unresolved)]):
+        add(found.errors, ("tasks", place), message)
     calibrating = []
     for i, variant in parts.variants:
         errors, notes, warnings, needs_data = _variant(variant, model_dir)
@@ -152,11 +157,8 @@ def _check(parts: Parts, recipe_dir: Path | None, text: str, source: str, engine
             calibrating.append(variant.name)
     if parts.calibration is not None and calibrating:
         from quantize.calibration import source_problems
-        errors, warnings = source_problems(parts.calibration)
-        for message in errors:
+        for message in source_problems(parts.calibration, model_dir):
             add(found.errors, ("calibration", "source"), f"{message} (needed by {', '.join(calibrating)})")
-        for message in warnings:
-            add(found.warnings, ("calibration", "num_samples"), message)
     return found
 
 
@@ -205,10 +207,14 @@ def _cross(parts: Parts, add, found: Findings) -> None:
             add(bucket, loc, message)
 
 
-def _model_dir(ref: str, recipe_dir: Path | None, add, found: Findings) -> Path | None:
-    from quant.models import ModelNotFound, resolve_model
+def _model_dir(parts: Parts, recipe_dir: Path | None, add, found: Findings) -> Path | None:
+    """Where the model's config.json is: of a hub model, that file alone is fetched here."""
+    from quant.models import ModelNotFound, local_model, model_config_dir
     try:
-        model_dir = resolve_model(ref, recipe_dir)
+        if parts.revision is not None and local_model(parts.model, recipe_dir) is not None:
+            add(found.errors, ("revision",), f"a revision is for a hub model; {parts.model!r} is local")
+            return None
+        model_dir = model_config_dir(parts.model, recipe_dir, parts.revision)
     except ModelNotFound as exc:
         add(found.errors, ("model",), str(exc))
         return None
@@ -216,6 +222,19 @@ def _model_dir(ref: str, recipe_dir: Path | None, add, found: Findings) -> Path 
         add(found.errors, ("model",), f"{model_dir}: not a model directory (no config.json)")
         return None
     return model_dir
+
+
+def _task_data_problems(tasks: list[tuple[int, Task]]) -> list[tuple[int, str]]:
+    """(index, message) for tasks whose hub dataset cannot be had: resolved as lm-eval's `datasets` call would."""
+    from evals.registry import hub_dataset
+    from quant.hub import dataset_problem
+
+    found = []
+    for i, task in tasks:
+        source = hub_dataset(task)
+        if source is not None and (problem := dataset_problem(*source)) is not None:
+            found.append((i, f"{task.name}: {problem}"))
+    return found
 
 
 def _variant(variant: Variant, model_dir: Path | None) -> tuple[list[tuple[tuple, str]], list[str], list[str], bool]:
