@@ -87,10 +87,10 @@ def _reason(exc: Exception) -> str:
 
 def _context_limits(engine: Engine | None, variants: list[tuple[int, Variant]]) -> list[tuple[int, str]]:
     """(max_model_len, where it is set) for each distinct limit the variants are served with."""
-    common = _as_int(engine.args.get("max_model_len")) if engine is not None else None
+    common = _max_model_len(engine.args) if engine is not None else None
     by_limit: dict[int, list[str]] = {}
     for _, variant in variants:
-        own = _as_int(variant.engine_args.get("max_model_len"))
+        own = _max_model_len(variant.engine_args)
         limit = own if own is not None else common
         if limit is not None:
             by_limit.setdefault(limit, []).append(variant.name if own is not None else "")
@@ -102,6 +102,11 @@ def _context_limits(engine: Engine | None, variants: list[tuple[int, Variant]]) 
             where.insert(0, "engine.args")
         limits.append((limit, "; ".join(where)))
     return limits
+
+
+def _max_model_len(args: dict[str, Any]) -> int | None:
+    values = [v for k, v in args.items() if k.replace("-", "_") == "max_model_len"]   # a flag may be spelt either way
+    return _as_int(values[-1]) if values else None
 
 
 def _as_int(value: Any) -> int | None:
