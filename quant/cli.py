@@ -59,10 +59,6 @@ def cmd_sweep(args) -> int:
     from quant.validate import check_file
 
     recipe, _ = check_file(args.recipe)   # every problem at once (RecipeError: exit 2), before any work
-    unknown = [name for name in args.only or [] if name not in {v.name for v in recipe.variants}]
-    if unknown:
-        return fail(args, f"--only: no variant {', '.join(map(repr, unknown))} in {args.recipe}; its variants: "
-                          f"{', '.join(v.name for v in recipe.variants)}")
     recipe = _with_execution(recipe, args)
     try:
         location = locate(args.out or Path("runs") / recipe.name, "runs")   # a directory or an fsspec URL
