@@ -24,28 +24,22 @@ LINE = re.compile(r"^\S+:\d+: [\w.]+: \S")   # file:line: field: message
 
 
 @pytest.fixture(scope="module")
-def engine_flags(tmp_path_factory) -> tuple[dict, dict, Path]:
-    """The installed serving engine's flags, probed once into a fresh cache: (flags, engine facts, cache dir)."""
-    cache = tmp_path_factory.mktemp("engine-flags")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("QUANT_ENGINE_FLAGS_DIR", str(cache))
-        python = resolve_engine_python(None)
-        facts = engine_facts(python)
-        flags = engine_flags_known(python, facts)
-    return flags, facts, cache
+def engine_flags() -> tuple[dict, dict]:
+    """The installed serving engine's flags, as validation reads them (its cache, probed where missing):
+    (flags, engine facts)."""
+    python = resolve_engine_python(None)
+    facts = engine_facts(python)
+    return engine_flags_known(python, facts), facts
 
 
-@pytest.fixture
-def flags_cache(engine_flags, monkeypatch) -> Path:
-    monkeypatch.setenv("QUANT_ENGINE_FLAGS_DIR", str(engine_flags[2]))
-    return engine_flags[2]
-
-
-def test_engine_flags_come_from_the_engine_and_are_cached_per_version(engine_flags, flags_cache):
-    flags, facts, _ = engine_flags
+def test_engine_flags_come_from_the_engine_and_are_cached_per_version(engine_flags, tmp_path, monkeypatch):
+    monkeypatch.setenv("QUANT_ENGINE_FLAGS_DIR", str(tmp_path))
+    facts = engine_flags[1]
+    flags = engine_flags_known(resolve_engine_python(None), facts)   # a fresh cache: the engine's parser is read
+    assert flags == engine_flags[0]
     assert flags["--max-model-len"]["takes_value"] and not flags["--enforce-eager"]["takes_value"]
     assert "--no-enforce-eager" in flags and "bfloat16" in flags["--dtype"]["choices"]
-    assert json.loads((flags_cache / f"{facts['distribution']}-{facts['version']}.json").read_text()) == flags
+    assert json.loads((tmp_path / f"{facts['distribution']}-{facts['version']}.json").read_text()) == flags
     # the same version again: read from the cache, the engine not asked (this python could not answer)
     assert engine_flags_known("/bin/false", facts) == flags
     with pytest.raises(FlagsUnknown, match="did not report its server's flags"):
@@ -74,7 +68,7 @@ def test_engine_arguments_the_engine_takes(engine_flags):
     assert flag_problems(args, engine_flags[0]) == []
 
 
-def test_every_cross_section_problem_before_work(tmp_path, flags_cache):
+def test_every_cross_section_problem_before_work(tmp_path, engine_flags):
     """Each of these ran to the end of a sweep (or until the gate refused it) before it was checked here."""
     (tmp_path / "lengths.txt").write_text("100\nten\n")
     path = tmp_path / "r.yaml"
@@ -131,7 +125,7 @@ def test_a_recipe_that_is_not_utf8_is_one_line_exit_2(tmp_path, monkeypatch, cap
     assert list(tmp_path.iterdir()) == [path]
 
 
-def test_quant_validate_ok_with_warnings_and_no_work(tmp_path, flags_cache, monkeypatch, capsys):
+def test_quant_validate_ok_with_warnings_and_no_work(tmp_path, engine_flags, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     path = tmp_path / "r.yaml"
     path.write_text("name: r\nmodel: demo\nengine: {args: {max_model_len: 512, enforce_eager: true}}\n"
@@ -157,7 +151,7 @@ def test_perf_gates_without_perf_are_a_warning(tmp_path):
                                  "is empty: no perf is measured, so these gates never apply"]
 
 
-def test_quant_validate_lists_the_problems_exit_2(tmp_path, flags_cache, capsys):
+def test_quant_validate_lists_the_problems_exit_2(tmp_path, engine_flags, capsys):
     path = tmp_path / "r.yaml"
     path.write_text("name: r\nmodel: demo\nengine: {args: {gpu_memory_utilisation: 0.5}}\n"
                     "variants: [{name: bf16, baseline: true}]\ntasks: [demo_math]\n"
