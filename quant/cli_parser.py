@@ -28,6 +28,8 @@ EXIT_CODES = {
               "  2    bad input, found before any work: every recipe problem listed, one line each",
               "  130  interrupted (Ctrl-C), 143 terminated (SIGTERM): servers stopped, finished stages cached; "
               "re-run to continue"],
+    "validate": ["  0    ok: the recipe, its files and the engine's flags pass every check (warnings aside)",
+                 "  2    the problems, one line each, all at once"],
     "gate": ["  0    pass: every check of every candidate within its margin (as the rule decides)",
              "  1    regression: a measured drop beyond its margin (after the family-wise correction)",
              BAD_INPUT + " (a missing or damaged file, a variant that cannot be deployed, a policy that can "
@@ -55,8 +57,9 @@ def _command(sub, name: str, help: str, handler: Callable) -> argparse.ArgumentP
     return parser
 
 
-def build(handlers: dict[str, Callable]) -> argparse.ArgumentParser:
+def build(handlers: dict[str, Callable], version: str) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="quant", description="LLM quantization accuracy and performance regression suite")
+    p.add_argument("--version", action="version", version=version, help="the installed quant-suite's version")
     sub = p.add_subparsers(dest="command", required=True)
 
     s = _command(sub, "sweep", "quantize, serve, evaluate and benchmark every variant of a recipe", handlers["sweep"])
@@ -76,6 +79,10 @@ def build(handlers: dict[str, Callable]) -> argparse.ArgumentParser:
     s.add_argument("--device", default="cpu", help="torch device of the sweep's own model work, e.g. cuda: the "
                    "sensitivity ranking of variants that keep sensitive modules (default cpu)")
     s.add_argument("--quiet", action="store_true", help="no progress lines, only the report and errors")
+
+    v = _command(sub, "validate", "every check a sweep makes before work, and no work", handlers["validate"])
+    v.add_argument("recipe", help="the recipe YAML to check")
+    v.add_argument("--allow-unisolated-code", action="store_true", help=UNISOLATED_HELP)
 
     g = _command(sub, "gate", "does a candidate lose more accuracy (or perf) than the policy allows?", handlers["gate"])
     g.add_argument("--baseline", required=True, help=f"{SIDE_HELP} (default: the run's baseline)")
