@@ -91,8 +91,8 @@ def build(handlers: dict[str, Callable], version: str) -> argparse.ArgumentParse
     g.add_argument("--policy", help="YAML like a recipe's gates: section (default: the BASELINE run's recipe gates)")
     g.add_argument("--rule", choices=["point", "significant", "non-inferiority"],
                    help="override the policy's rule (default: the policy's rule)")
-    g.add_argument("--junit", metavar="FILE", help="write JUnit XML to FILE (one test case per task and metric)")
-    g.add_argument("--markdown", metavar="FILE", help="write a Markdown summary to FILE (a pull-request comment)")
+    g.add_argument("--junit", metavar="FILE", help="write JUnit XML to FILE ('-': stdout; one test case per task and metric)")
+    g.add_argument("--markdown", metavar="FILE", help="write a Markdown summary to FILE ('-': stdout; a pull-request comment)")
     g.add_argument("--json", metavar="FILE", help=JSON_HELP.format(what="the checks"))
     g.add_argument("--allow-partial-overlap", action="store_true",
                    help="gate on the items both sides scored when their item sets differ (default: exit 2)")

@@ -50,6 +50,8 @@ def _text(value) -> str:
     multiple-choice item, a list of answers) as compact JSON."""
     while isinstance(value, list) and len(value) == 1:
         value = value[0]
+    if value is None or value == {}:
+        return ""
     return value if isinstance(value, str) else json.dumps(value)
 
 

@@ -67,13 +67,14 @@ def format_checks(checks: list[Check], baseline: str, candidate: str, rule: str,
                   family: Family | None = None) -> str:
     tw = max([18, *(len(c.task) for c in checks)])
     mw = max([14, *(len(c.metric) for c in checks)])
+    fw = max([16, *(len(_flips(c)) for c in checks)])
     lines = header(baseline, candidate, rule, policy_source, checks, family) + [
         f"{'task':<{tw}} {'metric':<{mw}} {'items':>14} {'baseline':>9} {'candidate':>9} {'drop':>8} {'drop CI':>15} "
-        f"{'margin':>7} {'flips':>16}  result"]
+        f"{'margin':>7} {'flips':>{fw}}  result"]
     for c in checks:
         lines.append(f"{c.task:<{tw}} {c.metric:<{mw}} {_items(c):>14} {_num(c.baseline, '9.3f'):>9} "
                      f"{_num(c.candidate, '9.3f'):>9} {_num(c.drop, '+8.3f'):>8} {_interval(c):>15} {c.margin:7.3f} "
-                     f"{_flips(c):>16}  {LABEL[c.verdict.outcome]}  ({c.verdict.reason}{_extra(c)})")
+                     f"{_flips(c):>{fw}}  {LABEL[c.verdict.outcome]}  ({c.verdict.reason}{_extra(c)})")
     lines.append(f"overall: {_overall(checks)}")
     return "\n".join(lines)
 
