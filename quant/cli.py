@@ -222,7 +222,8 @@ def cmd_history(args) -> int:
 
 def cmd_compare(args) -> int:
     from quant.history import load_side
-    from reports.compare_sides import GateInputError, compare_sides
+    from reports.compare_sides import compare_sides
+    from reports.gate import GateInputError
     from reports.history_output import deltas_json, deltas_table
 
     refs = [args.baseline, args.candidate] if args.baseline and args.candidate else args.runs

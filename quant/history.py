@@ -90,9 +90,9 @@ def load_side(ref: str) -> tuple[dict, str | None]:
     if len(rows) != 1:
         raise LookupError(f"{ref}: {'no run' if not rows else 'several runs'} with that id in {db_path()} "
                           f"and no such path")
-    (found, run_dir, text), where = rows[0], f"history run {rows[0][0]}"
+    (_, run_dir, text), where = rows[0], f"history run {rows[0][0]}"
     data = json.loads(text)
     check_version(data, where)
-    parse_results(data, where)   # the typed schema's checks, as for a results.json
-    recorded = run_dir if _same_run(Path(run_dir or ""), data) else None   # its per-item files, for the paired CI
+    data = parse_results(data, where).dump()   # the typed schema's checks, as for a results.json
+    recorded = run_dir if run_dir and _same_run(Path(run_dir), data) else None   # its per-item files: the paired CI
     return data | {"_run_dir": recorded, "_path": where}, variant

@@ -3,7 +3,7 @@ where both sides kept per-item scores. Sides are what `quant gate` takes (report
 
 from __future__ import annotations
 
-from reports.gate import GateInputError, pick_variant, side_items
+from reports.gate import pick_variant, side_items
 from reports.metric_kinds import higher_is_better, is_mean_metric
 from reports.samples import ItemMismatch, paired_scores
 
@@ -48,5 +48,3 @@ def compare_sides(base: dict, base_variant: str | None, cand: dict, cand_variant
                          "n_paired": None if stats is None else stats["n_paired"]})
     return rows
 
-
-__all__ = ["GateInputError", "compare_sides"]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 
 def runs_table(rows: list[dict]) -> str:
     lines = [f"{'run id':<25} {'started':<21} {'recipe':<14} {'model':<12} {'commit':<8} baseline scores"]
@@ -28,5 +30,4 @@ def deltas_table(rows: list[dict]) -> str:
 
 
 def deltas_json(rows: list[dict]) -> str:
-    import json
     return json.dumps({"rows": rows}, indent=2) + "\n"
