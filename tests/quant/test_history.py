@@ -41,3 +41,22 @@ def test_compare_accepts_run_directories(tmp_path):
         (tmp_path / name / "results.json").write_text(json.dumps(run_results("2026-11-30T10:00:00", math)))
     rows = compare_sides(*history.load_side(str(tmp_path / "a")), *history.load_side(str(tmp_path / "b")))
     assert {r["variant"]: round(r["delta"], 3) for r in rows} == {"bf16": 0.25, "w4": 0.25}
+
+
+def test_compare_a_history_run_by_id_and_variant_with_its_paired_interval(tmp_path, monkeypatch):
+    """A run id with :VARIANT names one variant; the run directory it was recorded from gives the per-item
+    scores while it still holds that run."""
+    from tests.fixtures import write_items
+
+    monkeypatch.setenv("QUANT_HISTORY_DB", str(tmp_path / "h.sqlite"))
+    data = run_results("2026-11-30T10:00:01", 0.9)
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "results.json").write_text(json.dumps(data))
+    write_items(tmp_path / "a", "bf16", "math", [1.0] * 90 + [0.0] * 10)
+    write_items(tmp_path / "a", "w4", "math", [0.0] * 10 + [1.0] * 80 + [0.0] * 10)
+    run_id = history.record(data, tmp_path / "a", tmp_path)
+    [row] = compare_sides(*history.load_side(run_id), *history.load_side(f"{run_id}:w4"))
+    assert row["variant"] == "bf16 -> w4" and row["n_paired"] == 100 and row["ci"][1] < 0
+    (tmp_path / "a" / "results.json").write_text(json.dumps(run_results("2026-12-01T10:00:01", 0.9)))
+    [row] = compare_sides(*history.load_side(run_id), *history.load_side(f"{run_id}:w4"))
+    assert row["ci"] is None   # the directory holds a later run now: its items are not this run's
