@@ -59,8 +59,8 @@ def header(baseline: str, candidate: str, rule: str, policy_source: str, checks:
            family: Family | None = None) -> list[str]:
     caveat = _caveat(list(checks))
     return [f"gate: {candidate} vs {baseline} (rule {rule})", f"policy: {policy_source}",
-            *([family.describe()] if family else []),
-            *([f"NOT DEPLOYABLE: {caveat}; gated on --allow-undeployable"] if caveat else [])]
+            *([f"NOT DEPLOYABLE: {caveat}; gated on --allow-undeployable"] if caveat else []),
+            *([family.describe()] if family else [])]
 
 
 def format_checks(checks: list[Check], baseline: str, candidate: str, rule: str, policy_source: str = "",
