@@ -104,9 +104,9 @@ def test_every_cross_section_problem_before_work(tmp_path, engine_flags):
         "or raise max_model_len",
         "perf.workloads.2.name: workload 'mid' named twice: results are kept per workload name",
         "perf.workloads.3: traced: cannot read nowhere.jsonl (No such file or directory)",
-        "perf.workloads.4: empirical: invalid literal for int() with base 10: 'ten'",
-        "gates.per_task.demo_maths: no task 'demo_maths' in the recipe's tasks; did you mean demo_math?",
+        f"perf.workloads.4: empirical: {tmp_path / 'lengths.txt'}:2: not an integer: 'ten'",
         "gates.per_task.demo_code: no task 'demo_code' in the recipe's tasks; did you mean code?",
+        "gates.per_task.demo_maths: no task 'demo_maths' in the recipe's tasks; did you mean demo_math?",
     ]
 
 
