@@ -79,12 +79,14 @@ def check_for_sweep(path: str | Path, allow_unisolated_code: bool = False) -> tu
 
 def summary(recipe: Recipe, findings: Findings) -> str:
     """`ok: ...`: what a valid recipe will run."""
+    def count(n: int, what: str) -> str:
+        return f"{n} {what}{'s' * (n != 1)}"
+
     quantized = sum(v.quantized for v in recipe.variants)
-    workloads = len(recipe.perf.workloads)
     flags = (f"; engine arguments checked against {findings.engine_flags}" if findings.engine_flags else "")
-    return (f"ok: {len(recipe.variants)} variants ({quantized} quantized), {len(recipe.tasks)} tasks "
-            f"({', '.join(t.key for t in recipe.tasks)}), {workloads} perf workload{'s' * (workloads != 1)}"
-            f"{flags}")
+    return (f"ok: {count(len(recipe.variants), 'variant')} ({quantized} quantized), "
+            f"{count(len(recipe.tasks), 'task')} ({', '.join(t.key for t in recipe.tasks)}), "
+            f"{count(len(recipe.perf.workloads), 'perf workload')}{flags}")
 
 
 def validate(recipe: Recipe, recipe_path: Path | None = None, engine: bool = True) -> Findings:
