@@ -50,8 +50,13 @@ def _library_defaults() -> None:
 
 
 def cmd_sweep(args) -> int:
-    from evals.sandbox import IsolationRequired
     from core.remote import RemoteError, locate
+
+    try:   # a bad --out is found from the command line alone, before the recipe is read
+        location = locate(args.out, "runs") if args.out else None   # a directory or an fsspec URL
+    except RemoteError as exc:
+        return fail(args, str(exc))
+    from evals.sandbox import IsolationRequired
     from perf.engines.process import EngineStartError
     from quant.models import ModelNotFound
     from quant.progress import Reporter
@@ -60,10 +65,7 @@ def cmd_sweep(args) -> int:
 
     recipe, _ = check_file(args.recipe)   # every problem at once (RecipeError: exit 2), before any work
     recipe = _with_execution(recipe, args)
-    try:
-        location = locate(args.out or Path("runs") / recipe.name, "runs")   # a directory or an fsspec URL
-    except RemoteError as exc:
-        return fail(args, str(exc))
+    location = location or locate(Path("runs") / recipe.name, "runs")
     out = location.local
     try:
         results = run_sweep(recipe, location, recipe_path=Path(args.recipe), reporter=Reporter(quiet=args.quiet),
