@@ -20,11 +20,18 @@ setup-real:
 demo-real: setup-real
 	.venv/bin/quant sweep recipes/smollm2.yaml
 
+# The tests run on 2 workers, a file per worker at a time, the slow files first (tests/parallel.py); then, alone,
+# the few that assert on timings their own process keeps (marked exclusive_cpu), from the files that have them.
+PARALLEL := -n 2 --dist loadfile --no-loadscope-reorder
+ALONE := $(shell grep -rl --include='test_*.py' 'mark.exclusive_cpu' tests)
+
 test: setup
-	$(PY) -m pytest -ra
+	$(PY) -m pytest -ra $(PARALLEL) -m "not exclusive_cpu"
+	$(PY) -m pytest -ra -m exclusive_cpu $(ALONE)
 
 test-fast: setup
-	$(PY) -m pytest -ra -m "not integration"
+	$(PY) -m pytest -ra $(PARALLEL) -m "not integration and not exclusive_cpu"
+	$(PY) -m pytest -ra -m "exclusive_cpu and not integration" $(ALONE)
 
 # Regenerate requirements/*.lock (pip-compile) after changing pyproject.toml or requirements/serve-*.txt.
 lock:
