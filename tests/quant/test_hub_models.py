@@ -70,9 +70,10 @@ def test_a_hub_models_problems_are_one_line_each_from_its_config_alone(tmp_path)
                  ("org/tiny", "v9", None), ("org/weightless", None, None), ("org/private", None, "hf_not_a_token")]
         out = run(CONFIG_CASES, cases, hub.env(tmp_path))
         fetched = [path for method, path in hub.requests if method == "GET"]
-    assert out["org/tiny@None:None"] == ["config.json"]      # the config alone: no weights before any work
-    assert out[f"org/gated@None:{GRANTED_TOKEN}"] == ["config.json"]
-    assert fetched == ["/org/tiny/resolve/main/config.json", "/org/gated/resolve/main/config.json"]
+    small = sorted(p.name for p in DEMO_MODEL.iterdir() if p.suffix == ".json")   # config, tokenizer: no weights
+    assert out["org/tiny@None:None"] == small and out[f"org/gated@None:{GRANTED_TOKEN}"] == small
+    assert fetched[:1] == ["/org/tiny/resolve/main/config.json"]   # first: a problem shows before anything else
+    assert not any(path.endswith(".safetensors") for path in fetched)
     assert out["org/nope@None:None"].startswith("model org/nope: no such model on the hub (http://127.0.0.1:")
     assert out["org/gated@None:None"] == ("model org/gated is gated: set HF_TOKEN to a token of an account that "
                                           "was granted access")
