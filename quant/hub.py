@@ -115,7 +115,7 @@ def explain(exc: Exception, kind: str, repo_id: str, revision: str | None, confi
     if any(isinstance(e, RepositoryNotFoundError) for e in chain) or "doesn't exist on the Hub" in said:
         return (f"{what}: no such {kind} on the hub ({constants.ENDPOINT}); if it is private, set HF_TOKEN to a "
                 "token that can read it")
-    if any(isinstance(e, RemoteEntryNotFoundError) for e in chain):
+    if kind == "model" and any(isinstance(e, RemoteEntryNotFoundError) for e in chain):
         return f"{what} has no config.json: not a transformers model repo"
     offline = any(isinstance(e, OfflineModeIsEnabled) for e in chain) or (
         isinstance(exc, LocalEntryNotFoundError) and "outgoing traffic has been disabled" in str(exc)) or (

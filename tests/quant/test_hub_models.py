@@ -122,7 +122,8 @@ def test_hub_task_data_is_resolved_as_datasets_resolves_it(tmp_path):
         hub.add_dataset("google-research-datasets/mbpp", tiny_dataset_files({"test": rows}, config="full"))
         hub.add_dataset("org/gated-data", tiny_dataset_files({"test": rows}), gated=True)
         out = run(DATASETS, [("google-research-datasets/mbpp", "full", None), ("openai/gsm8k", "main", None),
-                             ("google-research-datasets/mbpp", "full", "v2"), ("org/gated-data", None, None)],
+                             ("google-research-datasets/mbpp", "full", "v2"), ("org/gated-data", None, None),
+                             ("google-research-datasets/mbpp", "sanitized", None)],
                   hub.env(tmp_path))
         assert not any(path.endswith(".jsonl") for _, path in hub.requests)   # resolved, no data downloaded
     assert out[0] is None
@@ -130,6 +131,7 @@ def test_hub_task_data_is_resolved_as_datasets_resolves_it(tmp_path):
     assert out[2] == ("dataset google-research-datasets/mbpp@v2: the hub has no revision 'v2' of "
                       "google-research-datasets/mbpp (a branch, tag or commit)")
     assert out[3] == "dataset org/gated-data is gated: set HF_TOKEN to a token of an account that was granted access"
+    assert out[4].startswith("dataset google-research-datasets/mbpp has no config 'sanitized'")
 
 
 def test_which_tasks_load_hub_data():
