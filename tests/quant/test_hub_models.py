@@ -144,13 +144,14 @@ def test_which_tasks_load_hub_data():
     assert hub_dataset(Task(name="gsm8k", data_files="evals/tasks/demo_math/test.jsonl", num_fewshot=0)) is None
 
 
-def test_a_sweep_of_a_gated_model_without_token_stops_before_any_work(tmp_path):
+def test_quant_is_online_by_default_and_a_gated_model_without_token_stops_it_before_any_work(tmp_path):
     recipe = tmp_path / "gated.yaml"
     recipe.write_text("name: gated\nmodel: org/gated\nrevision: main\nvariants:\n  - {name: bf16, baseline: true}\n"
                       "tasks: [demo_math]\n")
     with HubStandin() as hub:
         hub.add_model("org/gated", demo_files(), gated=True)
-        env = {k: v for k, v in os.environ.items() if k != "HF_TOKEN"} | hub.env(tmp_path)
+        # Neither offline variable set: `quant` reaches the hub, as huggingface_hub does by default.
+        env = {k: v for k, v in (os.environ | hub.env(tmp_path)).items() if k != "HF_TOKEN" and "OFFLINE" not in k}
         code, output = quant("sweep", str(recipe), "--out", str(tmp_path / "run"), env=env, timeout=600)
     assert code == 2, output
     assert output.strip().splitlines()[-1] == (f"sweep error: {recipe}:2: model: model org/gated@main is gated: "
