@@ -117,6 +117,8 @@ def cmd_gate(args) -> int:
         check_policy_tasks(policy, list(baseline.get("accuracy", {})), source)
         if args.rule:
             policy = policy.model_copy(update={"rule": args.rule})
+        if args.allow_foreign_load:
+            policy = policy.model_copy(update={"perf": policy.perf.model_copy(update={"allow_foreign_load": True})})
         checks = compare(baseline, candidate, policy, args.allow_partial_overlap, source, args.allow_undeployable)
     except GateInputError as exc:
         return fail(args, str(exc))
@@ -313,6 +315,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--allow-undeployable", action="store_true",
                    help="gate the accuracy of a variant recorded failed or unsupported (default: exit 2, it cannot "
                    "be deployed); every line and report says so, and perf is not gated")
+    g.add_argument("--allow-foreign-load", action="store_true",
+                   help="gate perf measured while other processes took CPU (default: such perf checks are "
+                   "inconclusive); each check says so")
     g.set_defaults(func=cmd_gate)
 
     c = sub.add_parser("choose", help="the variant to deploy per task, why, and its serve command")
