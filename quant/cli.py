@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import signal
 import sys
@@ -18,7 +19,8 @@ READERS = ("gate", "choose", "compare", "report")
 
 SWEEP_EXIT_CODES = """exit codes:
   0    every variant ok, or declared unsupported by the engine (recorded, scored in-process)
-  1    a variant failed: crash, quantization or measurement error (--allow-failed: 0)
+  1    a variant failed: crash, quantization or measurement error (--allow-failed: 0); or the disk filled up
+       (one line; free space and re-run: finished stages are cached)
   2    bad input, found before any work: every recipe problem listed, one line each
   130  interrupted (Ctrl-C), 143 terminated (SIGTERM): servers stopped, finished stages cached; re-run to continue"""
 # A list flag takes several values after it and may be repeated: `--task a b` and `--task a --task b`.
@@ -73,6 +75,12 @@ def cmd_sweep(args) -> int:
                             allow_unisolated_code=args.allow_unisolated_code)
     except (ModelNotFound, EngineStartError, IsolationRequired, RemoteError) as exc:
         return fail(args, str(exc))
+    except OSError as exc:
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        print(f"sweep error: {exc.filename or out}: {exc.strerror}; free space and re-run (finished stages are "
+              "cached)", file=sys.stderr)
+        return exit_codes.FAILED
     import sqlite3
     from quant.history import db_path, record
     print((out / "pareto.md").read_text())
