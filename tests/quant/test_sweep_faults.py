@@ -94,3 +94,65 @@ def test_a_disk_filling_up_mid_sweep_fails_what_it_hits_and_a_rerun_finishes(
     assert {name: v["status"] for name, v in third.items()} == {"bf16": "ok", "theirs": "ok", "other": "ok"}
     assert third["bf16"]["accuracy"] == first["bf16"]["accuracy"]
     assert starts(standin_engine).count("bf16") == 1   # the baseline came from the cache every time
+
+
+HOLDER = textwrap.dedent("""
+    import sys, time
+    sys.path.insert(0, {repo!r})
+    from core.store import Cache
+    cache = Cache({root!r})
+    with cache.building("evals", "k1") as needed:
+        print(needed, flush=True)
+        time.sleep(1.5)
+        cache.save_json("evals", "k1", {{"by": "holder"}})
+""")
+
+
+def test_a_cache_key_is_built_by_one_sweep_while_another_waits_for_it(tmp_path):
+    from core.store import Cache
+
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER.format(repo=str(REPO), root=str(tmp_path / "c"))],
+                              stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline().strip() == "True"   # it holds the key's lock now
+    waited = []
+    with Cache(tmp_path / "c").building("evals", "k1", on_wait=lambda: waited.append(1)) as needed:
+        assert not needed and waited == [1]   # it waited, then found the stage built
+    assert Cache(tmp_path / "c").load_json("evals", "k1") == {"by": "holder"} and holder.wait() == 0
+    with Cache(tmp_path / "c").building("evals", "k2") as needed:   # other keys are not held up
+        assert needed
+
+
+TWO = """\
+name: standin
+model: demo
+engine: {{args: {{max_model_len: 512}}}}
+variants:
+  - {{name: bf16, baseline: true}}
+  - {{name: theirs, checkpoint: {theirs}}}
+tasks: [{{name: demo_math, limit: 4}}]
+perf:
+  workloads:
+    - {{name: tiny, prompt_tokens: 16, output_tokens: 4, concurrency: [1], requests_per_level: 4, warmup_requests: 1}}
+"""
+
+
+def test_two_sweeps_sharing_one_cache_at_once_agree_and_a_third_is_served_from_it(
+        tmp_path, standin_engine, demo_checkpoints):
+    recipe = tmp_path / "standin.yaml"
+    recipe.write_text(TWO.format(theirs=demo_checkpoints("theirs")))
+    sweep = lambda out: [sys.executable, "-m", "quant.cli", "sweep", str(recipe), "--out", str(tmp_path / out),
+                         "--cache-dir", str(tmp_path / "cache")]
+    runs = [subprocess.Popen(sweep(out), cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            for out in ("a", "b")]
+    outputs = [run.communicate(timeout=900) for run in runs]
+    assert [run.returncode for run in runs] == [0, 0], [err[-2000:] for _, err in outputs]
+    logs = "".join(err for _, err in outputs)
+    assert logs.count("demo_math: exact_match") == 2, logs   # each variant's eval scored by one of them
+    a, b = (json.loads((tmp_path / out / "results.json").read_text())["variants"] for out in ("a", "b"))
+    for name in ("bf16", "theirs"):
+        assert a[name]["accuracy"] == b[name]["accuracy"] and a[name]["perf"] == b[name]["perf"]
+    engine_starts = len(starts(standin_engine))
+    code = subprocess.run(sweep("c"), cwd=REPO, capture_output=True).returncode
+    c = json.loads((tmp_path / "c" / "results.json").read_text())["variants"]
+    assert code == 0 and len(starts(standin_engine)) == engine_starts   # no engine: every stage cached
+    assert {n: (v["accuracy"], v["perf"]) for n, v in c.items()} == {n: (v["accuracy"], v["perf"]) for n, v in a.items()}
