@@ -228,8 +228,10 @@ class Watchdog:
             polls += 1
             time.sleep(POLL_S)
             self._reap(child)
-        if self.status is not None and not self.stop_requested and self.vital_prefixes:   # a server ended
-            death = f"the server {os.path.basename(self.argv[0])} (pid {child}) {_describe_status(self.status)}"
+        if self.status is not None and not self.stop_requested and self.vital_prefixes:   # a server ended:
+            # because a vital process of it died first (the server may react before the next poll)?
+            death = death or self._vital_death() or (
+                f"the server {os.path.basename(self.argv[0])} (pid {child}) {_describe_status(self.status)}")
         self._note_tree()
         if death:
             self._say(f"{death}; stopping the rest of its process tree")

@@ -83,7 +83,9 @@ def test_killing_any_process_of_a_real_server_takes_down_its_tree(tmp_path):
             assert not [path for path in shm if os.path.exists(path)], (victim, shm)
             assert len(outcomes) == 4 and 200 not in outcomes, (victim, outcomes)
             named = "the server" if title is None else title
-            assert named in reason and f"(pid {target}) was killed by signal 9" in reason, (victim, reason)
+            # its parent may reap it before the lifeline reads its wait status: then it "is gone"
+            how = (f"(pid {target}) was killed by signal 9", f"(pid {target}) is gone")
+            assert named in reason and any(h in reason for h in how), (victim, reason)
             assert "last lines of server.log: " in reason, reason
         finally:
             server.stop()
