@@ -48,7 +48,7 @@ def measure_variant(ctx: SweepContext, variant: Variant, checkpoint: Checkpoint,
         try:
             reason = _measure_served_restarting(ctx, variant, checkpoint, record)
         except EngineDiedError as exc:
-            record.update(status="failed", reason=f"{exc} (after one restart)", served=True, eval_backend="served")
+            record.update(status="failed", reason=f"{exc} (after one restart)")
             return
         if reason:
             ctx.cache.save_json(STAGE_SERVE_FAILURES, serve_failure_key, {"reason": reason})
