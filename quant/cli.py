@@ -53,19 +53,19 @@ def _library_defaults() -> None:
 
 def cmd_sweep(args) -> int:
     from core.remote import RemoteError, locate
+    from quant.validate import check_file
 
     try:   # a bad --out is found from the command line alone, before the recipe is read
         location = locate(args.out, "runs") if args.out else None   # a directory or an fsspec URL
     except RemoteError as exc:
         return fail(args, str(exc))
-    from evals.sandbox import IsolationRequired
+    recipe, _ = check_file(args.recipe)   # every problem at once (RecipeError: exit 2), before any work
+    from evals.sandbox import IsolationRequired   # the sweep's modules only for a recipe that can run
     from perf.engines.process import EngineStartError
     from quant.models import ModelNotFound
     from quant.progress import Reporter
     from quant.sweep import run_sweep
-    from quant.validate import check_file
 
-    recipe, _ = check_file(args.recipe)   # every problem at once (RecipeError: exit 2), before any work
     recipe = _with_execution(recipe, args)
     location = location or locate(Path("runs") / recipe.name, "runs")
     out = location.local
