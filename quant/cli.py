@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import signal
 import sys
@@ -53,19 +54,19 @@ def _library_defaults() -> None:
 
 def cmd_sweep(args) -> int:
     from core.remote import RemoteError, locate
+    from quant.validate import check_file
 
     try:   # a bad --out is found from the command line alone, before the recipe is read
         location = locate(args.out, "runs") if args.out else None   # a directory or an fsspec URL
     except RemoteError as exc:
         return fail(args, str(exc))
-    from evals.sandbox import IsolationRequired
+    recipe, _ = check_file(args.recipe)   # every problem at once (RecipeError: exit 2), before any work
+    from evals.sandbox import IsolationRequired   # the sweep's modules only for a recipe that can run
     from perf.engines.process import EngineStartError
     from quant.models import ModelNotFound
     from quant.progress import Reporter
     from quant.sweep import run_sweep
-    from quant.validate import check_file
 
-    recipe, _ = check_file(args.recipe)   # every problem at once (RecipeError: exit 2), before any work
     recipe = _with_execution(recipe, args)
     location = location or locate(Path("runs") / recipe.name, "runs")
     out = location.local
@@ -76,6 +77,12 @@ def cmd_sweep(args) -> int:
                             allow_unisolated_code=args.allow_unisolated_code, device=args.device)
     except (ModelNotFound, EngineStartError, IsolationRequired, RemoteError) as exc:
         return fail(args, str(exc))
+    except OSError as exc:
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        print(f"sweep error: {exc.filename or out}: {exc.strerror}; free space and re-run (finished stages are "
+              "cached)", file=sys.stderr)
+        return exit_codes.FAILED
     import sqlite3
     from quant.history import db_path, record
     print((out / "pareto.md").read_text())
@@ -134,7 +141,7 @@ def cmd_gate(args) -> int:
 
     try:
         run = run_gate(args.baseline, args.candidate, args.policy, args.rule, args.allow_partial_overlap,
-                       args.allow_undeployable)
+                       args.allow_undeployable, args.allow_foreign_load)
     except GateInputError as exc:
         return fail(args, str(exc))
     outputs = ((args.junit, render.as_junit), (args.markdown, render.as_markdown), (args.json, render.as_json))

@@ -24,7 +24,8 @@ INTERRUPTS = "  130  interrupted (Ctrl-C), 143 terminated (SIGTERM)"
 
 EXIT_CODES = {
     "sweep": ["  0    every variant ok, or declared unsupported by the engine (recorded, scored in-process)",
-              "  1    a variant failed: crash, quantization or measurement error (--allow-failed: 0)",
+              "  1    a variant failed: crash, quantization or measurement error (--allow-failed: 0); or the disk "
+              "filled up\n       (one line; free space and re-run: finished stages are cached)",
               "  2    bad input, found before any work: every recipe problem listed, one line each",
               "  130  interrupted (Ctrl-C), 143 terminated (SIGTERM): servers stopped, finished stages cached; "
               "re-run to continue"],
@@ -99,6 +100,9 @@ def build(handlers: dict[str, Callable], version: str) -> argparse.ArgumentParse
     g.add_argument("--allow-undeployable", action="store_true",
                    help="gate the accuracy of a variant recorded failed or unsupported (default: exit 2, it cannot "
                    "be deployed); every line and report says so, and perf is not gated")
+    g.add_argument("--allow-foreign-load", action="store_true",
+                   help="gate perf measured while other processes took CPU (default: such perf checks are "
+                   "inconclusive); each check says so")
 
     f = _command(sub, "diff", "the items a candidate scored differently from the baseline, lost first: prompt, "
                  "both responses, the filtered answers, the metric, a diff of the responses", handlers["diff"])

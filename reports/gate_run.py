@@ -50,7 +50,8 @@ def _candidates(results: dict, variant: str | None, baseline: dict, allow_undepl
 
 
 def run_gate(baseline_spec: str, candidate_spec: str, policy_path: str | None = None, rule: str | None = None,
-             allow_partial_overlap: bool = False, allow_undeployable: bool = False) -> GateRun:
+             allow_partial_overlap: bool = False, allow_undeployable: bool = False,
+             allow_foreign_load: bool = False) -> GateRun:
     """Every check of the candidate(s) against the baseline, the family's correction applied. GateInputError
     for anything that is not a measured verdict."""
     base_results, base_variant = load_side(baseline_spec)
@@ -62,6 +63,8 @@ def run_gate(baseline_spec: str, candidate_spec: str, policy_path: str | None = 
     check_policy_tasks(policy, tasks, source)
     if rule:
         policy = policy.model_copy(update={"rule": rule})
+    if allow_foreign_load:
+        policy = policy.model_copy(update={"perf": policy.perf.model_copy(update={"allow_foreign_load": True})})
     family = Family(tasks, [c["name"] for c in candidates], policy.rule, round(1 - policy.confidence, 10),
                     policy.correction)
     confidence = family_confidence(policy.rule, policy.confidence, family.size, policy.correction)

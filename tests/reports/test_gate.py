@@ -1,6 +1,5 @@
 """`quant gate` exit codes (0 pass, 1 regression, 2 bad input), JUnit output, and `quant choose`."""
 
-import json
 import pytest
 
 from tests.fixtures import variant, write_items, write_run
@@ -63,11 +62,12 @@ def test_choose_reads_a_lower_is_better_metric_the_right_way(tmp_path):
         return {**variant({}, tok_s=tok_s), "accuracy": {"docs": accuracy(value, metric="bits_per_byte",
                                                                             aggregation="bits_per_byte")}}
     run = write_run(tmp_path / "run", {"bf16": ppl(1.00, 100), "worse": ppl(1.13, 300), "better": ppl(0.99, 150)})
-    code, out = quant("choose", str(run), "--task", "docs", "--max-drop", "0.05", "--json")
-    assert code == 0, out
-    choice = json.loads(out)["choices"]["docs"]
+    code, report = quant_json("choose", str(run), "--task", "docs", "--max-drop", "0.05")
+    assert code == 0, report
+    choice = report["choices"]["docs"]
     assert choice["variant"] == "better", choice
     assert "accuracy drop 0.130 > 0.050" in choice["rejected"]["worse"]
+
 
 @pytest.fixture
 def paired_run(tmp_path):
