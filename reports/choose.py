@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from core.recipe import Gates
 from core.results import PerfPoint, Results
 from perf.engines.vllm import serve_command
 from reports.gate_rules import MARGIN_TOLERANCE
@@ -118,6 +119,12 @@ def choose(results: Results | dict, tasks: list[str], max_drop: float | dict[str
     first_task = per_task[tasks[0]][0] if tasks else []
     shared = [c for c in first_task if c.variant in everywhere]   # a variant's score is the same for every task
     return choices, _best(shared, objective).variant if shared else None
+
+
+def recipe_max_drop(results: Results | dict, tasks: list[str], override: float | None = None) -> dict[str, float]:
+    """Per task the drop `choose` allows: `override`, else the run's recipe gates, as `quant gate` reads them."""
+    gates = Gates.model_validate(Results.of(results).recipe.get("gates") or {})
+    return {t: gates.max_drop_for(t) if override is None else override for t in tasks}
 
 
 def deploy_command(results: Results | dict, name: str) -> str:

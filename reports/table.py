@@ -128,6 +128,12 @@ def rows_for_task(results: Results, task: str, run_dir: Path | None = None) -> l
     return rows
 
 
+def variant_rows(results: Results) -> list[Row]:
+    """One row per variant for the columns no task changes (perf, memory, size); no paired statistics."""
+    tasks = tasks_of(results)
+    return rows_for_task(results, tasks[0] if tasks else "")
+
+
 def _objectives(row: Row) -> tuple[float, float, float, float]:
     """All maximised; a missing value is the worst possible."""
     inf = float("inf")
