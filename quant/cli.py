@@ -318,7 +318,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--task", **SEVERAL, help="only these tasks (default: every task in the run)")
     c.add_argument("--slo", action="append", default=[], metavar="METRIC=LIMIT",
                    help="e.g. ttft_p99=500ms, tpot_p50=50ms, e2e_p99=2s (repeatable)")
-    c.add_argument("--objective", choices=["throughput", "latency", "memory"], default="throughput")
+    c.add_argument("--objective", choices=["throughput", "latency", "memory", "cost"], default="throughput")
     c.add_argument("--max-drop", type=float, help="allowed absolute accuracy drop (default: the run's recipe "
                    "gates, per task, as `quant gate` reads them)")
     c.add_argument("--json", action="store_true")

@@ -25,6 +25,10 @@ def num(x: float | None, fmt: str) -> str:
     return format(x, fmt) if x is not None else "-"
 
 
+def percent(x: float | None) -> str:
+    return f"{x:.1%}" if x is not None else "-"
+
+
 def paired_cell(r) -> str:
     """Δ against the baseline on the same items: paired 95% CI, items worse/better, and the p of the test the
     interval inverts (exact McNemar for 0/1 items, paired t for graded ones, cluster bootstrap for groups)."""
@@ -48,9 +52,10 @@ def p99_cell(r, value: float | None, fmt: str, mark: str = "\\*") -> str:
     return num(value, fmt) + (mark if value is not None and p99_unreliable(r) else "")
 
 
-ACCURACY_HEADERS = ("", "variant", "accuracy [95% CI]", "Δ vs baseline", "paired", "KL", "status")
-PERF_HEADERS = ("variant", "out tok/s", "TTFT p99 ms", "TPOT p99 ms", "E2E p99 ms", "goodput", "max rate", "size",
-                "server memory", "KV/tok", "max seqs")
+ACCURACY_HEADERS = ("", "variant", "accuracy [95% CI]", "Δ vs baseline", "recovery", "paired", "KL", "top-1 agree",
+                    "length ratio", "status")
+PERF_HEADERS = ("variant", "out tok/s", "TTFT p99 ms", "TPOT p99 ms", "E2E p99 ms", "goodput", "max rate",
+                "$/M out tok", "size", "server memory", "KV/tok", "max seqs")
 GATE_ICON = {"pass": "✅", "regression": "❌", "inconclusive": "⚠️", "cannot be deployed": "⛔", "cannot gate": "⛔",
              "baseline": ""}
 
@@ -60,9 +65,14 @@ def legend(results: Results) -> str:
             "*paired* = the difference to the baseline on the same items (95% CI), items lost/gained, "
             "p of the test the interval inverts (exact McNemar for 0/1 scores, paired t for graded ones, "
             "cluster bootstrap for grouped items); *KL*: mean KL divergence (nats/token) of next-token "
-            "distributions from the baseline's on its own answers. Perf at concurrency "
+            "distributions from the baseline's on its own answers; *top-1 agree*: how often both put the same "
+            "token first there. *recovery*: the variant's score over the baseline's (the baseline's over the "
+            "variant's where lower is better); *length ratio*: mean tokens of its generated answers over the "
+            "baseline's. Perf at concurrency "
             f"{headline_concurrency(results)} (highest measured level). *goodput*: requests/s meeting every SLO "
-            "bound; *max rate*: the highest rate a rate search found to meet the SLO. *KV/tok*: KV-cache bytes per "
+            "bound; *max rate*: the highest rate a rate search found to meet the SLO; *$/M out tok*: the recipe's "
+            "price of an accelerator-hour times the accelerators the engine holds, per million output tokens at "
+            "that rate. *KV/tok*: KV-cache bytes per "
             "token (from the model config); *max seqs*: sequences of the first workload's length whose KV cache "
             f"fits beside the weights on {memory_target(results)} (an upper bound: activations ignored).")
 
@@ -70,13 +80,15 @@ def legend(results: Results) -> str:
 def accuracy_cells(r) -> list[str]:
     acc = f"{r.accuracy:.3f} [{r.ci95[0]:.3f}, {r.ci95[1]:.3f}]" if r.accuracy is not None else "-"
     status = r.status + (" (in-process eval)" if r.backend == "inprocess" else "")
-    return ["★" if r.pareto else "", r.variant, acc, num(r.delta, "+.3f"), paired_cell(r), num(r.kl, ".4f"), status]
+    return ["★" if r.pareto else "", r.variant, acc, num(r.delta, "+.3f"), percent(r.recovery), paired_cell(r),
+            num(r.kl, ".4f"), percent(r.top1), percent(r.length_ratio), status]
 
 
 def perf_cells(r, mark: str = "\\*") -> list[str]:
     return [r.variant, num(r.out_tok_s, ".0f"), p99_cell(r, r.ttft_p99_ms, ".1f", mark),
             p99_cell(r, r.tpot_p99_ms, ".2f", mark), p99_cell(r, r.e2e_p99_ms, ".0f", mark),
-            num(r.goodput_rps, ".1f"), num(r.max_rate_meeting_slo, ".2f"), mb(r.size_bytes), server_memory(r),
+            num(r.goodput_rps, ".1f"), num(r.max_rate_meeting_slo, ".2f"), num(r.usd_per_mtok, ".3g"),
+            mb(r.size_bytes), server_memory(r),
             num(r.kv_bytes_per_token, ",d"), num(r.max_sequences, ",d")]
 
 
