@@ -11,3 +11,13 @@ os.environ["QUANT_HISTORY_DB"] = os.path.join(
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests marked `browser` need Chromium: they run when asked for (`-m browser`), never by default."""
+    if "browser" in (config.getoption("markexpr") or ""):
+        return
+    deselected = [item for item in items if item.get_closest_marker("browser")]
+    if deselected:
+        config.hook.pytest_deselected(items=deselected)
+        items[:] = [item for item in items if not item.get_closest_marker("browser")]
