@@ -16,10 +16,11 @@ from reports.summary import Summary, summarize
 from reports.table import metric_of, rows_for_task, tasks_of, variant_rows
 
 STYLE = """body{font-family:system-ui,sans-serif;margin:1rem 2rem;color:#222;max-width:100%}
-h1{margin:.5rem 0}.scroll{overflow-x:auto;max-width:100%}table{border-collapse:collapse;margin:.5rem 0 1rem}
+h1,p,li,summary{overflow-wrap:anywhere}h1{margin:.5rem 0}.scroll{overflow-x:auto;max-width:100%}
+table{border-collapse:collapse;margin:.5rem 0 1rem}
 td,th{border:1px solid #ccc;padding:.25rem .45rem;text-align:right;font-size:.9rem;vertical-align:top}
-th{white-space:normal}td{overflow-wrap:anywhere}td:nth-child(2),th:nth-child(2){text-align:left}
-table.verdict td,table.verdict th{text-align:left}code.cmd{font-size:.8rem;overflow-wrap:anywhere}
+td:nth-child(2),th:nth-child(2){text-align:left;overflow-wrap:anywhere}
+table.verdict td,table.verdict th{text-align:left;overflow-wrap:anywhere}code.cmd{font-size:.8rem}
 tr.pareto{background:#eefbe9}.bad{color:#b00}.warn{color:#a60}.pass{color:#070}img{max-width:100%}
 @media (max-width:600px){body{margin:.5rem}}"""
 OUTCOME_CLASS = {"pass": "pass", "regression": "bad", "inconclusive": "warn", "cannot be deployed": "bad",
@@ -72,7 +73,7 @@ def render_html(results: Results, png: Path | None, run_dir: Path | None = None)
              f"<details class='legend'><summary>How to read the tables</summary><p>Model "
              f"<code>{e(str(results.model))}</code>, baseline <b>{e(results.baseline)}</b>. "
              f"{e(legend(results)).replace('*', '').replace('★ =', '★ and green rows:')} A p99 marked * rests on fewer than 100 requests.</p></details>"]
-    parts += [f"<p>{e(note)}</p>" for note in model_notes(results) if note]
+    parts += [f"<p>{e(note.replace('**', ''))}</p>" for note in model_notes(results) if note]
     if png and png.exists():
         data = base64.b64encode(png.read_bytes()).decode()
         parts.append(f"<img alt='accuracy vs throughput' src='data:image/png;base64,{data}'>")
