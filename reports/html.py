@@ -9,9 +9,9 @@ import html
 from pathlib import Path
 
 from core.results import Results
-from reports.markdown import (ACCURACY_HEADERS, CHECKPOINT_HEADERS, GATE_ICON, PERF_HEADERS, PLACEMENT_HEADERS,
-                              accuracy_cells, by_accuracy, checkpoint_rows, legend, model_notes, p99_unreliable,
-                              perf_cells, placement_rows)
+from reports.markdown import (ACCURACY_HEADERS, CHECKPOINT_HEADERS, FOREIGN_LOAD_FOOTNOTE, GATE_ICON,
+                              PERF_HEADERS, PLACEMENT_HEADERS, accuracy_cells, by_accuracy, checkpoint_rows, legend,
+                              model_notes, p99_unreliable, perf_cells, placement_rows)
 from reports.summary import Summary, summarize
 from reports.table import metric_of, rows_for_task, tasks_of, variant_rows
 
@@ -65,6 +65,13 @@ def _accuracy_row(r) -> list[tuple[str, str]]:
     return cells
 
 
+def _perf_row(r) -> list[tuple[str, str]]:
+    cells = _plain(perf_cells(r, "*"))
+    if r.foreign_cores is not None:   # output tok/s measured under foreign load
+        cells[1] = ("warn", cells[1][1])
+    return cells
+
+
 def render_html(results: Results, png: Path | None, run_dir: Path | None = None) -> str:
     name = e(str(results.recipe_name))
     parts = [f"<!doctype html><meta charset='utf-8'><meta name='viewport' content='width=device-width, "
@@ -84,8 +91,10 @@ def render_html(results: Results, png: Path | None, run_dir: Path | None = None)
                               ["pareto" if r.pareto else "" for r in rows]) + "</section>")
     rows = variant_rows(results)
     parts.append("<section id='perf'><h2>Performance and memory</h2>"
-                 + _table(PERF_HEADERS, [_plain(perf_cells(r, "*")) for r in rows], "perf")
+                 + _table(PERF_HEADERS, [_perf_row(r) for r in rows], "perf")
                  + ("<p>* p99 from fewer than 100 requests.</p>" if any(map(p99_unreliable, rows)) else "")
+                 + (f"<p>{e(FOREIGN_LOAD_FOOTNOTE.replace('`', ''))}</p>"
+                    if any(r.foreign_cores is not None for r in rows) else "")
                  + "</section>")
     parts.append("<h2>Checkpoints</h2>" + _table(CHECKPOINT_HEADERS, [_plain(row) for row in checkpoint_rows(results)]))
     if placements := placement_rows(results):
