@@ -13,6 +13,7 @@ from core.store import read_json
 from quant.context import Checkpoint, StageError, SweepContext
 from quant.sensitivity_stage import ranking, with_kept_modules, write_report
 from quantize import QuantizeError, quantize_in_subprocess
+from quantize.calibration import calibration_key
 from quantize.manifest import MANIFEST_NAME, checkpoint_facts, library_versions
 from quantize.schemes import describe_variant
 
@@ -40,7 +41,10 @@ def _checkpoint(ctx: SweepContext, variant: Variant) -> tuple[Path, str, dict]:
     if ctx.cache.has(STAGE, key):
         ctx.reporter.log(f"  checkpoint: cached ({key})")
     else:
-        _quantize(ctx, variant, key)
+        with ctx.cache.building(STAGE, key, on_wait=lambda: ctx.reporter.log(
+                "  checkpoint: another sweep on this cache is building it; waiting")) as needed:
+            if needed:
+                _quantize(ctx, variant, key)
     path = ctx.cache.path(STAGE, key) / "model"
     manifest = read_json(path / MANIFEST_NAME) if (path / MANIFEST_NAME).exists() else {}
     return path, key, manifest
@@ -51,7 +55,7 @@ def checkpoint_key(ctx: SweepContext, variant: Variant) -> str:
     quant_fields = variant.model_dump(mode="json",
                                       exclude={"name", "description", "engine_args", "baseline"} | unchanged)
     backend_version = versions("gptqmodel") if variant.backend == "gptqmodel" else None
-    return digest("checkpoint", ctx.model_key, quant_fields, ctx.recipe.calibration.model_dump(mode="json"),
+    return digest("checkpoint", ctx.model_key, quant_fields, calibration_key(ctx.recipe.calibration),
                   library_versions(), backend_version)
 
 

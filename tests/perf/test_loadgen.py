@@ -9,6 +9,7 @@ import pytest
 from perf.loadgen import run_closed_loop
 from perf.run import _warnings, run_workload
 from core.recipe_perf import Workload
+from tests.helpers import not_about_foreign_load
 
 
 def test_loadgen_streams_and_records(fake):
@@ -28,6 +29,7 @@ def test_loadgen_streams_and_records(fake):
     assert recs[4].error is not None and recs[4].output_tokens == 2
 
 
+@pytest.mark.exclusive_cpu   # times measured by this process: a busy neighbour shifts them
 def test_a_stream_delivered_in_one_burst_is_flagged(fake):
     prompts = [[1] * 12, [503] * 12, [1] * 12, [503] * 12]
     recs = asyncio.run(run_closed_loop(fake.url + "/v1/completions", "m", prompts, output_tokens=10, concurrency=1))
@@ -66,6 +68,7 @@ def test_synthetic_prompts_exact_and_deterministic(tokenizer_dir):
     assert len({tuple(p) for p in a}) == 5
 
 
+@pytest.mark.exclusive_cpu   # times measured by this process: a busy neighbour shifts them
 def test_open_loop_dirty_profile_sends_what_it_planned(fake, tokenizer_dir):
     from perf.prompts import PromptMaker
     from perf.requests import plan_level
@@ -80,7 +83,7 @@ def test_open_loop_dirty_profile_sends_what_it_planned(fake, tokenizer_dir):
     assert [p.kind for p in plan].count("long") == 1 and max(len(p.prompt) for p in plan) == 300
     res = run_workload(fake.url, "m", tokenizer_dir, wl)
     (point,) = res["points"]
-    assert point["rate"] == 40 and point["n"] == 24 and point["errors"] == 0 and res["warnings"] == []
+    assert point["rate"] == 40 and point["n"] == 24 and point["errors"] == 0 and not_about_foreign_load(res["warnings"]) == []
     # exactly the planned requests: prompt ids and output lengths (the seed makes the plan reproducible)
     assert sorted((b["prompt"], b["max_tokens"]) for b in fake.bodies) == sorted((p.prompt, p.output_tokens)
                                                                                  for p in plan)
