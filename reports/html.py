@@ -79,7 +79,8 @@ def render_html(results: Results, png: Path | None, run_dir: Path | None = None)
              verdict_section(summarize(results, run_dir), results.baseline),
              f"<details class='legend'><summary>How to read the tables</summary><p>Model "
              f"<code>{e(str(results.model))}</code>, baseline <b>{e(results.baseline)}</b>. "
-             f"{e(legend(results)).replace('*', '').replace('★ =', '★ and green rows:')} A p99 marked * rests on fewer than 100 requests.</p></details>"]
+             f"{e(legend(results)).replace('*', '').replace('★ =', '★ and green rows:')} "
+             f"A p99 marked * rests on fewer than 100 requests.</p></details>"]
     parts += [f"<p>{e(note.replace('**', ''))}</p>" for note in model_notes(results) if note]
     if png and png.exists():
         data = base64.b64encode(png.read_bytes()).decode()

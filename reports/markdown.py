@@ -66,8 +66,8 @@ ACCURACY_HEADERS = ("", "variant", "accuracy [95% CI]", "Δ vs baseline", "recov
                     "length ratio", "status")
 PERF_HEADERS = ("variant", "out tok/s", "TTFT p99 ms", "TPOT p99 ms", "E2E p99 ms", "goodput", "max rate",
                 "$/M out tok", "size", "server memory", "KV/tok", "max seqs")
-GATE_ICON = {"pass": "✅", "regression": "❌", "inconclusive": "⚠️", "cannot be deployed": "⛔", "cannot gate": "⛔",
-             "baseline": ""}
+GATE_ICON = {"pass": "✅", "regression": "❌", "inconclusive": "⚠️", "cannot be deployed": "⛔",
+             "cannot gate": "⛔", "baseline": ""}
 
 
 def legend(results: Results) -> str:

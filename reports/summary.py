@@ -97,8 +97,9 @@ def task_picks(results: Results) -> list[TaskPick]:
         if c is None:
             picks.append(TaskPick(task, None, f"no served variant within drop {max_drop[task]:.3f}"))
         else:
-            picks.append(TaskPick(task, c.variant, f"highest output tok/s within drop {max_drop[task]:.3f} "
-                                  f"(accuracy {c.accuracy:.3f}, drop {c.drop:+.3f})", deploy_command(results, c.variant)))
+            why = (f"highest output tok/s within drop {max_drop[task]:.3f} (accuracy {c.accuracy:.3f}, "
+                   f"drop {c.drop:+.3f})")
+            picks.append(TaskPick(task, c.variant, why, deploy_command(results, c.variant)))
     return picks
 
 
