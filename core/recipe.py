@@ -231,6 +231,9 @@ class Gates(Strict):
     # Several checks decided together (tasks x variants): the regression calls' family-wise error is
     # controlled (reports/family.py), unless `none` decides each check at its own level.
     correction: Literal["holm", "none"] = "holm"
+    # A candidate whose generated answers are, on average, shorter than this fraction of the baseline's (in
+    # tokens) is a regression, as MLPerf requires 90% of the reference's output length.
+    min_length_ratio: float | None = Field(default=None, gt=0, le=1, allow_inf_nan=False)
     perf: PerfGates = Field(default_factory=PerfGates)
 
     def max_drop_for(self, task: str) -> float:
@@ -255,6 +258,11 @@ class Execution(Strict):
     cpus_per_variant: float = Field(default=1, gt=0)     # logical CPUs a variant's Ray task holds
 
 
+class Cost(Strict):
+    """What serving costs: the price of one accelerator for an hour (a CPU engine's host counts as one)."""
+    usd_per_gpu_hour: float = Field(gt=0, allow_inf_nan=False)
+
+
 class Recipe(Strict):
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
     model: str                         # "demo", a local path or a hub id
@@ -271,10 +279,11 @@ class Recipe(Strict):
     # which never use it); like --allow-unisolated-code. Off: such a sweep is refused before it starts.
     allow_unisolated_code: bool = False
     execution: Execution = Field(default_factory=Execution)
+    cost: Cost | None = None   # prices the reports' dollars per million output tokens; never a measurement
 
     def content_hash(self) -> str:
-        """What the recipe measures; how it is executed (local or on Ray) is not part of it."""
-        return digest(self.model_dump(mode="json", exclude={"execution"}))
+        """What the recipe measures; how it is executed (local or on Ray) and what it costs are not part of it."""
+        return digest(self.model_dump(mode="json", exclude={"execution", "cost"}))
 
     @field_validator("tasks", mode="before")
     @classmethod

@@ -71,8 +71,10 @@ class Estimate(Record):
 
 
 class KlSummary(Estimate):
-    """Mean KL divergence of next-token distributions against the baseline (evals.kl)."""
+    """Mean KL divergence of next-token distributions against the baseline (evals.kl), and how often the two
+    agree on the most likely next token (top-1 agreement, per item the fraction of its answer's positions)."""
     top_k: StrictInt | None = None
+    top1_agreement: Estimate | None = None
 
 
 class Accuracy(Record):
@@ -88,6 +90,7 @@ class Accuracy(Record):
     backend: StrictStr | None = None      # served, inprocess, lm-eval
     metrics: dict[str, Estimate | Number] = {}   # every metric, and eval_seconds
     kl: KlSummary | None = None
+    response_tokens: Estimate | None = None   # mean length of the generated answers, in the model's tokens
 
 
 class Latency(Record):

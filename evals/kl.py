@@ -36,6 +36,13 @@ def item_kl(base: list[dict[str, float]], cand: list[dict[str, float]]) -> float
     return sum(values) / len(values) if values else None
 
 
+def item_top1_agreement(base: list[dict[str, float]], cand: list[dict[str, float]]) -> float | None:
+    """The fraction of an answer's positions where both put the same token first (ModelOpt reports the
+    mismatch beside the KL); None for an empty answer."""
+    same = [max(p, key=p.get) == max(q, key=q.get) for p, q in zip(base, cand) if p and q]
+    return sum(same) / len(same) if same else None
+
+
 def reference_pairs(samples: list[dict], limit: int) -> list[tuple[int, str, str]]:
     """(doc_id, prompt, the baseline's answer) for the first `limit` generated answers; for a multiple-choice
     item, the right choice is the answer."""

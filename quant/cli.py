@@ -168,9 +168,8 @@ def cmd_diff(args) -> int:
 
 
 def cmd_choose(args) -> int:
-    from core.recipe import Gates
     from reports import choose_output
-    from reports.choose import ChooseError, choose, deploy_command, engine_label, parse_slo
+    from reports.choose import ChooseError, choose, deploy_command, engine_label, parse_slo, recipe_max_drop
     from reports.gate import GateInputError, load_side
     from reports.table import tasks_of
 
@@ -178,8 +177,7 @@ def cmd_choose(args) -> int:
         results, _ = load_side(args.run)
         slos = [parse_slo(s) for s in args.slo]
         tasks = args.task or tasks_of(results)
-        gates = Gates.model_validate(results.get("recipe", {}).get("gates") or {})   # as `quant gate` reads them
-        max_drop = {t: gates.max_drop_for(t) if args.max_drop is None else args.max_drop for t in tasks}
+        max_drop = recipe_max_drop(results, tasks, args.max_drop)
         choices, shared = choose(results, tasks, max_drop, slos, args.objective)
     except (GateInputError, ChooseError) as exc:
         return fail(args, str(exc))

@@ -116,8 +116,9 @@ def build(handlers: dict[str, Callable], version: str) -> argparse.ArgumentParse
     c.add_argument("--task", **SEVERAL, help="only these tasks (default: every task in the run)")
     c.add_argument("--slo", **SEVERAL, default=[], metavar="METRIC=LIMIT",
                    help="latency bounds, e.g. ttft_p99=500ms tpot_p50=50ms e2e_p99=2s")
-    c.add_argument("--objective", choices=["throughput", "latency", "memory"], default="throughput",
-                   help="what the best variant within the limits maximizes or minimizes (default throughput)")
+    c.add_argument("--objective", choices=["throughput", "latency", "memory", "cost"], default="throughput",
+                   help="what the best variant within the limits maximizes or minimizes: output tokens/s, latency, "
+                   "memory, or dollars per million output tokens (default throughput)")
     c.add_argument("--max-drop", type=float, help="allowed absolute accuracy drop (default: the run's recipe "
                    "gates, per task, as `quant gate` reads them)")
     c.add_argument("--json", metavar="FILE", help=JSON_HELP.format(what="the choices"))

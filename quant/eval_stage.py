@@ -3,6 +3,7 @@ content with its per-item records and lm-eval's own output files, then copied in
 
 from __future__ import annotations
 
+import json
 import tempfile
 import time
 from pathlib import Path
@@ -12,6 +13,7 @@ from core.recipe import Task, Variant
 from core.store import copy_file
 from core.run_layout import LM_EVAL_DIR as LM_EVAL
 from evals import task_facts
+from evals.response_length import response_tokens
 from evals.runner import evaluate_task
 from evals.tokens import SCORING_VERSION
 from quant.context import Checkpoint, Session, SweepContext
@@ -83,7 +85,12 @@ def collect_eval(ctx: SweepContext, key: str, task: str, record: dict, vdir: Pat
     primary = summary["primary"]
     record["accuracy"][task] = {"metric": primary, **summary[primary], "backend": backend,
                                 "metrics": {m: v for m, v in summary.items() if m != "primary"}}
-    copy_file(ctx.cache.path(STAGE_EVAL, key) / "samples.jsonl", vdir / "evals" / f"{task}.jsonl")
+    samples = ctx.cache.path(STAGE_EVAL, key) / "samples.jsonl"
+    lengths = response_tokens([json.loads(line) for line in samples.read_text().splitlines() if line.strip()],
+                              ctx.model_dir)
+    if lengths:
+        record["accuracy"][task]["response_tokens"] = lengths
+    copy_file(samples, vdir / "evals" / f"{task}.jsonl")
     _collect_lm_eval(ctx.cache.path(STAGE_EVAL, key) / LM_EVAL, vdir)
 
 

@@ -7,12 +7,13 @@ import json
 
 from core.hashing import digest
 from core.recipe import Variant
-from evals.kl import TOP_K, item_kl, reference_pairs
+from evals.kl import TOP_K, item_kl, item_top1_agreement, reference_pairs
 from evals.stats import mean_ci
 from quant.context import KlReference, Session, SweepContext
 from quant.eval_stage import STAGE_EVAL
 
 STAGE_REFERENCE, STAGE_KL = "kl-reference", "kl"
+KL_VERSION = 2   # what a cached KL entry holds (2: top-1 agreement beside the KL); a bump re-scores, never reuses
 
 
 def _reference_key(ctx: SweepContext, eval_key: str) -> str:
@@ -20,7 +21,7 @@ def _reference_key(ctx: SweepContext, eval_key: str) -> str:
 
 
 def _kl_key(eval_key: str, reference_key: str) -> str:
-    return digest("kl", eval_key, reference_key)
+    return digest("kl", eval_key, reference_key, f"v{KL_VERSION}")
 
 
 class KlStage:
@@ -57,10 +58,13 @@ class KlStage:
                 continue
             reference = ctx.kl_reference[task]
             topk = self._topk(session.lm, f"KL {task}", reference.pairs)
-            per_item = [item_kl(b, c) for b, c in zip(reference.topk, topk)]
-            items = [{"doc_id": d, "kl": v} for (d, _, _), v in zip(reference.pairs, per_item) if v is not None]
+            items = [{"doc_id": d, "kl": kl, "top1": item_top1_agreement(b, c)}
+                     for (d, _, _), b, c in zip(reference.pairs, reference.topk, topk)
+                     if (kl := item_kl(b, c)) is not None]
             summary = mean_ci([i["kl"] for i in items]) if items else None
-            ctx.cache.save_json(STAGE_KL, _kl_key(eval_key, reference.key), {"summary": summary, "items": items})
+            top1 = mean_ci([i["top1"] for i in items]) if items else None
+            ctx.cache.save_json(STAGE_KL, _kl_key(eval_key, reference.key),
+                                {"summary": summary, "top1_agreement": top1, "items": items})
 
     def collect(self, record: dict) -> None:
         """The baseline keeps its reference in the context; the others get accuracy[task]["kl"]."""
@@ -77,9 +81,10 @@ class KlStage:
             elif task in ctx.kl_reference:
                 key = _kl_key(eval_key, ctx.kl_reference[task].key)
                 if ctx.cache.has(STAGE_KL, key) and task in record["accuracy"]:
-                    summary = ctx.cache.load_json(STAGE_KL, key)["summary"]
-                    if summary:
-                        record["accuracy"][task]["kl"] = {**summary, "top_k": TOP_K}
+                    cached = ctx.cache.load_json(STAGE_KL, key)
+                    if cached["summary"]:
+                        record["accuracy"][task]["kl"] = {**cached["summary"], "top_k": TOP_K,
+                                                          "top1_agreement": cached["top1_agreement"]}
 
     def _samples(self, eval_key: str) -> list[dict]:
         path = self.ctx.cache.path(STAGE_EVAL, eval_key) / "samples.jsonl"

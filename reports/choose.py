@@ -5,8 +5,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from core.recipe import Gates
 from core.results import PerfPoint, Results
 from perf.engines.vllm import serve_command
+from reports.cost import usd_per_gpu_hour, usd_per_million_tokens
 from reports.gate_rules import MARGIN_TOLERANCE
 from reports.metric_kinds import higher_is_better
 from reports.table import headline_point
@@ -16,10 +18,17 @@ def _p99_latency(point: PerfPoint) -> float:
     return stats.p99 if stats is not None and "p99" in stats.model_fields_set else float("inf")
 
 
-OBJECTIVES = {  # objective -> (what it reads, larger is better)
-    "throughput": (lambda v, p: p.output_tokens_per_s, True),
-    "latency": (lambda v, p: _p99_latency(p), False),
-    "memory": (lambda v, p: v.size_bytes or float("inf"), False),
+def _cost(results: Results, name: str, point: PerfPoint) -> float:
+    usd = usd_per_million_tokens(results, name, point.output_tokens_per_s)
+    return usd if usd is not None else float("inf")
+
+
+# objective -> (what it reads from the run, a variant's name, record and headline point; larger is better)
+OBJECTIVES = {
+    "throughput": (lambda r, n, v, p: p.output_tokens_per_s, True),
+    "latency": (lambda r, n, v, p: _p99_latency(p), False),
+    "memory": (lambda r, n, v, p: v.size_bytes or float("inf"), False),
+    "cost": (lambda r, n, v, p: _cost(r, n, p), False),   # dollars per million output tokens
 }
 SLO_METRICS = {"ttft": "ttft_ms", "tpot": "tpot_ms", "itl": "itl_ms", "e2e": "e2e_ms"}
 _SLO = re.compile(r"^(ttft|tpot|itl|e2e)_(p50|p90|p99|mean)\s*(<=|=)\s*([0-9.]+)\s*(ms|s)?$")
@@ -95,7 +104,7 @@ def candidates(results: Results, task: str, max_drop: float, slos: list[LatencyL
             rejected[name] = "; ".join(missed)
             continue
         ok.append(Choice(task, name, acc.value, drop, point.output_tokens_per_s, point.concurrency,
-                         v.checkpoint, read(v, point)))
+                         v.checkpoint, read(results, name, v, point)))
     return ok, rejected
 
 
@@ -109,6 +118,8 @@ def choose(results: Results | dict, tasks: list[str], max_drop: float | dict[str
     """Per task the best variant (or None), and the best variant that meets every task's constraints.
     max_drop: one limit for every task, or one per task."""
     results = Results.of(results)
+    if objective == "cost" and usd_per_gpu_hour(results) is None:
+        raise ChooseError("objective cost: the run's recipe prices no accelerator-hour (cost: {usd_per_gpu_hour: X})")
     limit = max_drop if isinstance(max_drop, dict) else dict.fromkeys(tasks, max_drop)
     per_task = {task: candidates(results, task, limit[task], list(slos), objective) for task in tasks}
     choices = {}
@@ -120,6 +131,12 @@ def choose(results: Results | dict, tasks: list[str], max_drop: float | dict[str
     first_task = per_task[tasks[0]][0] if tasks else []
     shared = [c for c in first_task if c.variant in everywhere]   # a variant's score is the same for every task
     return choices, _best(shared, objective).variant if shared else None
+
+
+def recipe_max_drop(results: Results | dict, tasks: list[str], override: float | None = None) -> dict[str, float]:
+    """Per task the drop `choose` allows: `override`, else the run's recipe gates, as `quant gate` reads them."""
+    gates = Gates.model_validate(Results.of(results).recipe.get("gates") or {})
+    return {t: gates.max_drop_for(t) if override is None else override for t in tasks}
 
 
 def deploy_command(results: Results | dict, name: str) -> str:

@@ -22,7 +22,8 @@ def as_text(choices: dict[str, Choice | None], shared: str | None, commands: dic
             continue
         lines.append(f"{task}: deploy {c.variant}")
         lines.append(f"  why: best {objective} with {limits} — accuracy {c.accuracy:.3f} "
-                     f"(drop {c.drop:+.3f}), {c.out_tok_s:.0f} output tok/s at concurrency {c.concurrency}")
+                     f"(drop {c.drop:+.3f}), {c.out_tok_s:.0f} output tok/s at concurrency {c.concurrency}"
+                     + (f", ${c.score:.3g} per million output tokens" if objective == "cost" else ""))
         lines += [f"  not {name}: {why}" for name, why in c.rejected.items()]
         lines.append(f"  serve{f' ({engine}, as measured)' if engine else ''}: {commands[task]}")
     if len(choices) > 1:
@@ -39,5 +40,6 @@ def as_json(choices: dict[str, Choice | None], shared: str | None, commands: dic
         "one_variant_for_all": shared if len(choices) > 1 else None,
         "choices": {task: None if c is None else {
             "variant": c.variant, "accuracy": c.accuracy, "drop": c.drop, "output_tokens_per_s": c.out_tok_s,
-            "concurrency": c.concurrency, "serve_command": commands[task], "rejected": c.rejected}
+            "concurrency": c.concurrency, "serve_command": commands[task], "rejected": c.rejected,
+            **({"usd_per_million_output_tokens": c.score} if objective == "cost" else {})}
             for task, c in choices.items()}}, indent=2)

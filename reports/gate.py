@@ -282,6 +282,7 @@ def compare(baseline: dict, candidate: dict, policy: Gates, allow_partial_overla
             family_confidence: float | None = None) -> list[Check]:
     """Every check of the candidate against the baseline. A side recorded failed or unsupported is refused
     (GateInputError) unless allow_undeployable: then only accuracy is gated and every check says why."""
+    from reports.gate_length import length_checks
     from reports.gate_perf import perf_checks
 
     caveat, detail = check_deployable(baseline, candidate, allow_undeployable)
@@ -295,6 +296,7 @@ def compare(baseline: dict, candidate: dict, policy: Gates, allow_partial_overla
                                      policy_where(policy_source), family_confidence))
     if not checks:
         raise GateInputError(f"{baseline['_path']}: baseline {baseline['name']} has no accuracy results")
+    checks += length_checks(baseline, candidate, policy)
     if caveat:   # a variant that cannot be served has no deployable perf to gate
         for check in checks:
             check.caveat, check.caveat_detail = caveat, detail + "; perf not gated"

@@ -1,4 +1,6 @@
-"""report.html: self-contained (plot embedded as base64), readable without a server."""
+"""report.html: self-contained (plot embedded as base64), readable without a server. It opens with the verdict
+(reports/summary.py); every table sits in a scroll container and its cells wrap, so the page fits a laptop
+window and a phone scrolls a table sideways rather than the page."""
 
 from __future__ import annotations
 
@@ -8,69 +10,104 @@ from pathlib import Path
 
 from core.results import Results
 from reports.flips_html import anchor, flips_section
-from reports.markdown import (CHECKPOINT_HEADERS, PLACEMENT_HEADERS, checkpoint_rows, mb, num, p99_cell, paired_cell,
-                              placement_rows, server_memory, tok_s_cell)
-from reports.table import headline_concurrency, memory_target, rows_for_task, tasks_of
+from reports.markdown import (ACCURACY_HEADERS, CHECKPOINT_HEADERS, FOREIGN_LOAD_FOOTNOTE, GATE_ICON,
+                              PERF_HEADERS, PLACEMENT_HEADERS, accuracy_cells, by_accuracy, checkpoint_rows, legend,
+                              model_notes, p99_unreliable, perf_cells, placement_rows)
+from reports.summary import Summary, summarize
+from reports.table import metric_of, rows_for_task, tasks_of, variant_rows
 
-STYLE = """body{font-family:system-ui,sans-serif;margin:2rem;color:#222}table{border-collapse:collapse;margin:1rem 0}
-td,th{border:1px solid #ccc;padding:.3rem .6rem;text-align:right}td{white-space:nowrap}td:last-child{white-space:normal}td:nth-child(2),th:nth-child(2){text-align:left}
-tr.pareto{background:#eefbe9}.bad{color:#b00}.warn{color:#a60}img{max-width:100%}"""
+STYLE = """body{font-family:system-ui,sans-serif;margin:1rem 2rem;color:#222;max-width:100%}
+h1,p,li,summary{overflow-wrap:anywhere}h1{margin:.5rem 0}.scroll{overflow-x:auto;max-width:100%}
+table{border-collapse:collapse;margin:.5rem 0 1rem}
+td,th{border:1px solid #ccc;padding:.25rem .45rem;text-align:right;font-size:.9rem;vertical-align:top}
+td:nth-child(2),th:nth-child(2){text-align:left;overflow-wrap:anywhere}
+table.verdict td,table.verdict th{text-align:left;overflow-wrap:anywhere}code.cmd{font-size:.8rem}
+tr.pareto{background:#eefbe9}.bad{color:#b00}.warn{color:#a60}.pass{color:#070}img{max-width:100%}
+@media (max-width:600px){body{margin:.5rem}}"""
+OUTCOME_CLASS = {"pass": "pass", "regression": "bad", "inconclusive": "warn", "cannot be deployed": "bad",
+                 "cannot gate": "warn", "baseline": ""}
+
+e = html.escape
 
 
-HEADERS = ("", "variant", "accuracy [95% CI]", "Δ vs baseline", "paired Δ [95% CI], lost/gained, p",
-           "KL vs baseline", "out tok/s", "TTFT p99 ms", "TPOT p99 ms", "E2E p99 ms", "goodput req/s",
-           "max rate meeting SLO", "size", "server memory", "KV bytes/token", "max seqs", "status")
+def _table(headers, rows: list[list[tuple[str, str]]], cls: str = "", row_classes: list[str] | None = None) -> str:
+    """A table in its scroll container; each cell a (class, already escaped html) pair."""
+    row_classes = row_classes or [""] * len(rows)
+    head = "<tr>" + "".join(f"<th>{e(h)}</th>" for h in headers) + "</tr>"
+    body = "".join(f"<tr class='{rc}'>" + "".join(f"<td class='{c}'>{text}</td>" for c, text in row) + "</tr>"
+                   for rc, row in zip(row_classes, rows))
+    return f"<div class='scroll'><table class='{cls}'>{head}{body}</table></div>"
+
+
+def _plain(cells: list[str]) -> list[tuple[str, str]]:
+    return [("", e(str(c))) for c in cells]
+
+
+def verdict_section(summary: Summary, baseline: str, flips: str = "") -> str:
+    """flips: the flipped-items section, whose per-variant anchors the variant names link to."""
+    name = lambda v: f"<a href='#{anchor(v)}'>{e(v)}</a>" if f"id='{anchor(v)}'" in flips else e(v)
+    gates = [[("", name(g.variant)), (OUTCOME_CLASS[g.outcome], f"{GATE_ICON[g.outcome]} {e(g.outcome)}".strip()),
+              ("", e(g.deciding))] for g in summary.gates]
+    parts = ["<section id='verdict'><h2>Verdict</h2>",
+             f"<p><code>quant gate</code> against <b>{e(baseline)}</b> ({e(summary.policy)}):</p>",
+             _table(("variant", "gate", "deciding check"), gates, "verdict")]
+    if summary.picks:
+        picks = [[("", e(p.task)), ("", f"<b>{e(p.variant)}</b>" if p.variant else "nothing"), ("", e(p.why)),
+                  ("", f"<code class='cmd'>{e(p.command)}</code>" if p.command else "-")] for p in summary.picks]
+        parts += ["<p><code>quant choose</code> per task (highest output tokens/s within the policy's drop):</p>",
+                  _table(("task", "deploy", "why", "serve command"), picks, "verdict")]
+    return "".join(parts) + "</section>"
+
+
+def _accuracy_row(r) -> list[tuple[str, str]]:
+    cells = _plain(accuracy_cells(r))
+    if r.delta is not None and r.delta < -0.02:
+        cells[3] = ("bad", cells[3][1])
+    if r.status != "ok":
+        cells[-1] = ("warn", cells[-1][1])
+    return cells
+
+
+def _perf_row(r) -> list[tuple[str, str]]:
+    cells = _plain(perf_cells(r, "*"))
+    if r.foreign_cores is not None:   # output tok/s measured under foreign load
+        cells[1] = ("warn", cells[1][1])
+    return cells
 
 
 def render_html(results: Results, png: Path | None, run_dir: Path | None = None) -> str:
-    e = html.escape
-    c = headline_concurrency(results)
+    name = e(str(results.recipe_name))
     flips = flips_section(results, run_dir)
-    variant_cell = lambda v: f"<a href='#{anchor(v)}'>{e(v)}</a>" if f"id='{anchor(v)}'" in flips else e(v)
-    parts = [f"<!doctype html><meta charset='utf-8'><title>{e(str(results.recipe_name))} — quant-suite</title>",
-             f"<style>{STYLE}</style><h1>{e(str(results.recipe_name))}</h1>",
-             f"<p>Model <code>{e(str(results.model))}</code>, baseline <b>{e(results.baseline)}</b>. "
-             f"Perf at concurrency {c}. Green rows are Pareto-optimal (accuracy, output tokens/s, E2E p99 latency, size). "
-             f"<i>Paired</i>: difference to the baseline on the same items (95% CI), items lost/gained, "
-             f"p of the test the interval inverts (exact McNemar for 0/1 scores, paired t for graded ones, cluster "
-             f"bootstrap for grouped items). A p99 marked * rests on fewer than 100 requests; "
-             f"out tok/s marked † was measured while other processes took the CPU in brackets (cores). <i>KL</i>: mean KL divergence (nats/token) of next-token distributions from the "
-             f"baseline's, on its own answers. <i>Goodput</i>: requests/s meeting every SLO bound; <i>max rate</i>: "
-             f"the highest rate a rate search found to meet the SLO. <i>Max seqs</i>: sequences of the first workload's length whose KV cache fits "
-             f"beside the weights on {e(memory_target(results))} (activations ignored).</p>"]
+    parts = [f"<!doctype html><meta charset='utf-8'><meta name='viewport' content='width=device-width, "
+             f"initial-scale=1'><title>{name} — quant-suite</title><style>{STYLE}</style><h1>{name}</h1>",
+             verdict_section(summarize(results, run_dir), results.baseline, flips),
+             f"<details class='legend'><summary>How to read the tables</summary><p>Model "
+             f"<code>{e(str(results.model))}</code>, baseline <b>{e(results.baseline)}</b>. "
+             f"{e(legend(results)).replace('*', '').replace('★ =', '★ and green rows:')} "
+             f"A p99 marked * rests on fewer than 100 requests.</p></details>"]
+    parts += [f"<p>{e(note.replace('**', ''))}</p>" for note in model_notes(results) if note]
     if png and png.exists():
         data = base64.b64encode(png.read_bytes()).decode()
         parts.append(f"<img alt='accuracy vs throughput' src='data:image/png;base64,{data}'>")
     for task in tasks_of(results):
-        parts.append(f"<h2>{e(task)}</h2><table><tr>" + "".join(f"<th>{h}</th>" for h in HEADERS) + "</tr>")
-        for r in sorted(rows_for_task(results, task, run_dir), key=lambda r: -(r.accuracy or -1)):
-            acc = f"{r.accuracy:.3f} [{r.ci95[0]:.3f}, {r.ci95[1]:.3f}]" if r.accuracy is not None else "-"
-            status = r.status + (" (in-process eval)" if r.backend == "inprocess" else "")
-            cells = [("", "★" if r.pareto else ""), ("", variant_cell(r.variant)), ("", acc),
-                     ("bad" if r.delta is not None and r.delta < -0.02 else "",
-                      "-" if r.delta is None else f"{r.delta:+.3f}"),
-                     ("", e(paired_cell(r))), ("", num(r.kl, ".4f")),
-                     ("warn" if r.foreign_cores is not None else "", e(tok_s_cell(r))),
-                     ("", p99_cell(r, r.ttft_p99_ms, ".1f", "*")), ("", p99_cell(r, r.tpot_p99_ms, ".2f", "*")),
-                     ("", p99_cell(r, r.e2e_p99_ms, ".0f", "*")),
-                     ("", num(r.goodput_rps, ".1f")), ("", num(r.max_rate_meeting_slo, ".2f")), ("", mb(r.size_bytes)),
-                     ("", server_memory(r)), ("", num(r.kv_bytes_per_token, ",d")), ("", num(r.max_sequences, ",d")),
-                     ("" if r.status == "ok" else "warn", e(status))]
-            parts.append(f"<tr class='{'pareto' if r.pareto else ''}'>"
-                         + "".join(f"<td class='{cls}'>{text}</td>" for cls, text in cells) + "</tr>")
-        parts.append("</table>")
-    parts.append("<h2>Checkpoints</h2><table><tr>" + "".join(f"<th>{e(h)}</th>" for h in CHECKPOINT_HEADERS) + "</tr>")
-    parts += ["<tr>" + "".join(f"<td>{e(cell)}</td>" for cell in row) + "</tr>" for row in checkpoint_rows(results)]
-    parts.append("</table>")
+        rows = by_accuracy(rows_for_task(results, task, run_dir))
+        parts.append(f"<section class='task'><h2>{e(task)} ({e(metric_of(results, task))})</h2>"
+                     + _table(ACCURACY_HEADERS, [_accuracy_row(r) for r in rows], "accuracy",
+                              ["pareto" if r.pareto else "" for r in rows]) + "</section>")
+    rows = variant_rows(results)
+    parts.append("<section id='perf'><h2>Performance and memory</h2>"
+                 + _table(PERF_HEADERS, [_perf_row(r) for r in rows], "perf")
+                 + ("<p>* p99 from fewer than 100 requests.</p>" if any(map(p99_unreliable, rows)) else "")
+                 + (f"<p>{e(FOREIGN_LOAD_FOOTNOTE.replace('`', ''))}</p>"
+                    if any(r.foreign_cores is not None for r in rows) else "")
+                 + "</section>")
+    parts.append("<h2>Checkpoints</h2>" + _table(CHECKPOINT_HEADERS, [_plain(row) for row in checkpoint_rows(results)]))
     if placements := placement_rows(results):
-        parts.append("<h2>Where perf was measured</h2><table><tr>"
-                     + "".join(f"<th>{e(h)}</th>" for h in PLACEMENT_HEADERS) + "</tr>")
-        parts += ["<tr>" + "".join(f"<td>{e(cell)}</td>" for cell in row) + "</tr>" for row in placements]
-        parts.append("</table>")
+        parts.append("<h2>Where perf was measured</h2>" + _table(PLACEMENT_HEADERS, [_plain(r) for r in placements]))
     parts.append(flips)
     failures = [(n, v) for n, v in results.variants.items() if not v.ok]
     if failures:
-        parts.append("<h2>Variants not fully measured</h2><ul>")
-        parts += [f"<li><b>{e(n)}</b> — {e(v.status)}: {e(str(v.reason))}</li>" for n, v in failures]
-        parts.append("</ul>")
+        parts.append("<h2>Variants not fully measured</h2><ul>"
+                     + "".join(f"<li><b>{e(n)}</b> — {e(v.status)}: {e(str(v.reason))}</li>" for n, v in failures)
+                     + "</ul>")
     return "\n".join(parts)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from core.results import Results
 from perf.metrics import samples_needed
-from reports.table import headline_concurrency, memory_target, metric_of, rows_for_task, tasks_of
+from reports.summary import Summary, summarize
+from reports.table import headline_concurrency, memory_target, metric_of, rows_for_task, tasks_of, variant_rows
 
 
 CHECKPOINT_HEADERS = ("variant", "scheme", "format", "bits/weight (quantized · all Linear)", "size",
@@ -22,6 +23,10 @@ def server_memory(r) -> str:
 
 def num(x: float | None, fmt: str) -> str:
     return format(x, fmt) if x is not None else "-"
+
+
+def percent(x: float | None) -> str:
+    return f"{x:.1%}" if x is not None else "-"
 
 
 def paired_cell(r) -> str:
@@ -57,39 +62,83 @@ def p99_cell(r, value: float | None, fmt: str, mark: str = "\\*") -> str:
     return num(value, fmt) + (mark if value is not None and p99_unreliable(r) else "")
 
 
+ACCURACY_HEADERS = ("", "variant", "accuracy [95% CI]", "Δ vs baseline", "recovery", "paired", "KL", "top-1 agree",
+                    "length ratio", "status")
+PERF_HEADERS = ("variant", "out tok/s", "TTFT p99 ms", "TPOT p99 ms", "E2E p99 ms", "goodput", "max rate",
+                "$/M out tok", "size", "server memory", "KV/tok", "max seqs")
+GATE_ICON = {"pass": "✅", "regression": "❌", "inconclusive": "⚠️", "cannot be deployed": "⛔",
+             "cannot gate": "⛔", "baseline": ""}
+
+
+def legend(results: Results) -> str:
+    return (f"★ = Pareto-optimal over accuracy, output tokens/s, E2E p99 latency and size. 95% CIs in brackets; "
+            "*paired* = the difference to the baseline on the same items (95% CI), items lost/gained, "
+            "p of the test the interval inverts (exact McNemar for 0/1 scores, paired t for graded ones, "
+            "cluster bootstrap for grouped items); *KL*: mean KL divergence (nats/token) of next-token "
+            "distributions from the baseline's on its own answers; *top-1 agree*: how often both put the same "
+            "token first there. *recovery*: the variant's score over the baseline's (the baseline's over the "
+            "variant's where lower is better); *length ratio*: mean tokens of its generated answers over the "
+            "baseline's. Perf at concurrency "
+            f"{headline_concurrency(results)} (highest measured level). *goodput*: requests/s meeting every SLO "
+            "bound; *max rate*: the highest rate a rate search found to meet the SLO; *$/M out tok*: the recipe's "
+            "price of an accelerator-hour times the accelerators the engine holds, per million output tokens at "
+            "that rate. *KV/tok*: KV-cache bytes per "
+            "token (from the model config); *max seqs*: sequences of the first workload's length whose KV cache "
+            f"fits beside the weights on {memory_target(results)} (an upper bound: activations ignored).")
+
+
+def accuracy_cells(r) -> list[str]:
+    acc = f"{r.accuracy:.3f} [{r.ci95[0]:.3f}, {r.ci95[1]:.3f}]" if r.accuracy is not None else "-"
+    status = r.status + (" (in-process eval)" if r.backend == "inprocess" else "")
+    return ["★" if r.pareto else "", r.variant, acc, num(r.delta, "+.3f"), percent(r.recovery), paired_cell(r),
+            num(r.kl, ".4f"), percent(r.top1), percent(r.length_ratio), status]
+
+
+def perf_cells(r, mark: str = "\\*") -> list[str]:
+    return [r.variant, tok_s_cell(r), p99_cell(r, r.ttft_p99_ms, ".1f", mark),
+            p99_cell(r, r.tpot_p99_ms, ".2f", mark), p99_cell(r, r.e2e_p99_ms, ".0f", mark),
+            num(r.goodput_rps, ".1f"), num(r.max_rate_meeting_slo, ".2f"), num(r.usd_per_mtok, ".3g"),
+            mb(r.size_bytes), server_memory(r),
+            num(r.kv_bytes_per_token, ",d"), num(r.max_sequences, ",d")]
+
+
+def by_accuracy(rows: list) -> list:
+    return sorted(rows, key=lambda r: -(r.accuracy or -1))
+
+
+def table(headers, rows: list[list[str]]) -> list[str]:
+    cell = lambda text: str(text).replace("|", "\\|")
+    return (["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+            + ["| " + " | ".join(map(cell, row)) + " |" for row in rows] + [""])
+
+
+def summary_section(summary: Summary, baseline: str) -> list[str]:
+    """The verdict: each variant's gate outcome and what decided it, then per task what to deploy."""
+    lines = ["## Verdict", "", f"`quant gate` against **{baseline}** ({summary.policy}):", ""]
+    lines += table(("variant", "gate", "deciding check"),
+                   [[g.variant, f"{GATE_ICON[g.outcome]} {g.outcome}".strip(), g.deciding] for g in summary.gates])
+    if summary.picks:
+        lines += ["`quant choose` per task (highest output tokens/s within the policy's drop):", ""]
+        lines += table(("task", "deploy", "why", "serve command"),
+                       [[p.task, p.variant or "nothing", p.why, f"`{p.command}`" if p.command else "-"]
+                        for p in summary.picks])
+    return lines
+
+
 def render_markdown(results: Results, run_dir=None) -> str:
-    c = headline_concurrency(results)
-    lines = [f"# {results.recipe_name}: accuracy vs performance", "",
-             f"Baseline: **{results.baseline}**. Perf at concurrency {c} (highest measured level). "
-             "★ = Pareto-optimal over accuracy, output tokens/s, E2E p99 latency and size. 95% CIs in brackets; "
-             "*paired* = the difference to the baseline on the same items (95% CI), items lost/gained, "
-             "p of the test the interval inverts (exact McNemar for 0/1 scores, paired t for graded ones, "
-             "cluster bootstrap for grouped items); *KL*: mean KL divergence (nats/token) of next-token distributions from the "
-             "baseline's on its own answers. *goodput*: requests/s meeting every SLO bound; *max rate*: the highest "
-             "rate a rate search found to meet the SLO. *KV/tok*: KV-cache bytes per token (from the model config); *max seqs*: sequences "
-             f"of the first workload's length whose KV cache fits beside the weights on {memory_target(results)} "
-             "(an upper bound: activations ignored).", ""] + model_notes(results)
+    lines = [f"# {results.recipe_name}: accuracy vs performance", ""]
+    lines += summary_section(summarize(results, run_dir), results.baseline)
+    lines += [f"Baseline: **{results.baseline}**. " + legend(results), ""] + model_notes(results)
     for task in tasks_of(results):
-        rows = rows_for_task(results, task, run_dir)
-        metric = metric_of(results, task)
-        lines += [f"## {task} ({metric})", "",
-                  "| | variant | accuracy | Δ vs baseline | paired | KL | out tok/s | TTFT p99 ms | TPOT p99 ms "
-                  "| E2E p99 ms | goodput | max rate | size | server memory | KV/tok | max seqs | status |",
-                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
-        for r in sorted(rows, key=lambda r: -(r.accuracy or -1)):
-            acc = f"{r.accuracy:.3f} [{r.ci95[0]:.3f}, {r.ci95[1]:.3f}]" if r.accuracy is not None else "-"
-            delta = f"{r.delta:+.3f}" if r.delta is not None else "-"
-            status = r.status + (" (in-process eval)" if r.backend == "inprocess" else "")
-            lines.append(f"| {'★' if r.pareto else ''} | {r.variant} | {acc} | {delta} | {paired_cell(r)} "
-                         f"| {num(r.kl, '.4f')} | {tok_s_cell(r)} | {p99_cell(r, r.ttft_p99_ms, '.1f')} "
-                         f"| {p99_cell(r, r.tpot_p99_ms, '.2f')} | {p99_cell(r, r.e2e_p99_ms, '.0f')} | {num(r.goodput_rps, '.1f')} "
-                         f"| {num(r.max_rate_meeting_slo, '.2f')} | {mb(r.size_bytes)} | {server_memory(r)} "
-                         f"| {num(r.kv_bytes_per_token, ',d')} | {num(r.max_sequences, ',d')} | {status} |")
-        if any(p99_unreliable(r) for r in rows):
-            lines += ["", P99_FOOTNOTE]
-        if any(r.foreign_cores is not None for r in rows):
-            lines += ["", FOREIGN_LOAD_FOOTNOTE]
-        lines.append("")
+        rows = by_accuracy(rows_for_task(results, task, run_dir))
+        lines += [f"## {task} ({metric_of(results, task)})", ""]
+        lines += table(ACCURACY_HEADERS, [accuracy_cells(r) for r in rows])
+    rows = variant_rows(results)
+    lines += ["## Performance and memory", ""] + table(PERF_HEADERS, [perf_cells(r) for r in rows])
+    if any(p99_unreliable(r) for r in rows):
+        lines += [P99_FOOTNOTE, ""]
+    if any(r.foreign_cores is not None for r in rows):
+        lines += [FOREIGN_LOAD_FOOTNOTE, ""]
     lines += checkpoints_table(results) + placement_table(results)
     failures = [(n, v) for n, v in results.variants.items() if not v.ok]
     if failures:
@@ -124,17 +173,11 @@ def placement_rows(results: Results) -> list[list[str]]:
 
 def placement_table(results: Results) -> list[str]:
     rows = placement_rows(results)
-    if not rows:
-        return []
-    return (["## Where perf was measured", "", "| " + " | ".join(PLACEMENT_HEADERS) + " |",
-             "|" + "---|" * len(PLACEMENT_HEADERS)] + ["| " + " | ".join(row) + " |" for row in rows] + [""])
+    return ["## Where perf was measured", ""] + table(PLACEMENT_HEADERS, rows) if rows else []
 
 
 def checkpoints_table(results: Results) -> list[str]:
-    lines = ["## Checkpoints", "", "| " + " | ".join(CHECKPOINT_HEADERS) + " |",
-             "|" + "---|" * len(CHECKPOINT_HEADERS)]
-    lines += ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in checkpoint_rows(results)]
-    return lines + [""]
+    return ["## Checkpoints", ""] + table(CHECKPOINT_HEADERS, checkpoint_rows(results))
 
 
 def checkpoint_rows(results: Results) -> list[list[str]]:

@@ -1,6 +1,7 @@
 """runs/<recipe>/perf.csv: one row per variant x workload x level, for spreadsheets (GuideLLM writes CSV by
 default). Columns: variant, status, workload, level_kind, level_value, then the keys of
-`vllm bench serve --save-result` (reports/vllm_bench.py maps ours to them). A variant without perf points
+`vllm bench serve --save-result` (reports/vllm_bench.py maps ours to them), and the level's dollars per million
+output tokens where the recipe prices an accelerator-hour. A variant without perf points
 (not served, failed) gets one row per workload with its status and empty metrics."""
 
 from __future__ import annotations
@@ -9,8 +10,10 @@ import csv
 import io
 from pathlib import Path
 
+from core.results import Results
 from core.run_layout import RunLayout
 from core.store import write_text
+from reports.cost import usd_per_million_tokens
 from reports.vllm_bench import level_of, vllm_bench_result
 
 ROW_KEYS = ("variant", "status", "workload", "level_kind", "level_value")
@@ -24,7 +27,7 @@ def _workload_names(results: dict) -> list[str]:
 
 
 def perf_rows(results: dict) -> list[dict]:
-    rows = []
+    document, rows = Results.of(results), []
     for variant, record in results.get("variants", {}).items():
         status = record.get("status")
         for workload in _workload_names(results):
@@ -33,8 +36,10 @@ def perf_rows(results: dict) -> list[dict]:
                 rows.append({"variant": variant, "status": status, "workload": workload})
             for point in points:
                 kind, value = level_of(point)
+                cost = usd_per_million_tokens(document, variant, point.get("output_tokens_per_s"))
                 rows.append({"variant": variant, "status": status, "workload": workload, "level_kind": kind,
-                             "level_value": value, **vllm_bench_result(results, variant, workload, point)})
+                             "level_value": value, **vllm_bench_result(results, variant, workload, point),
+                             **({"usd_per_million_output_tokens": round(cost, 6)} if cost is not None else {})})
     return rows
 
 

@@ -1,7 +1,11 @@
-"""Render report.html in headless Chromium and save a PNG, to check the self-contained page as a user sees it."""
+"""Render report.html in headless Chromium: save a PNG, or measure its layout at a window size, to check the
+self-contained page as a user sees it."""
 
 from __future__ import annotations
 
+import html
+import json
+import re
 import shutil
 import subprocess
 import tempfile
@@ -18,10 +22,49 @@ class NoBrowser(RuntimeError):
     pass
 
 
-def screenshot(page: Path, out: Path, width: int = 1500, height: int = 2400, timeout: float = 60) -> Path:
+def _browser() -> str:
     browser = next((b for b in map(shutil.which, BROWSERS) if b), None)
     if browser is None:
         raise NoBrowser("no Chromium found (Debian: apt-get install chromium)")
+    return browser
+
+
+# Runs in the page once it has loaded: what a layout check reads (window, page and verdict geometry, and the
+# tables whose scroll container has to scroll them sideways).
+MEASURE = """<script>addEventListener('load', () => {
+  const v = document.getElementById('verdict'), box = v ? v.getBoundingClientRect() : null;
+  const scrolled = [...document.querySelectorAll('div.scroll')].filter(s => s.scrollWidth > s.clientWidth + 1);
+  document.body.setAttribute('data-layout', JSON.stringify({
+    window_width: innerWidth, window_height: innerHeight,
+    page_width: document.documentElement.scrollWidth,
+    verdict_top: box && box.top, verdict_bottom: box && box.bottom,
+    first_section: (document.querySelector('section') || {}).id || null,
+    scrolled_tables: scrolled.map(s => s.querySelector('table').className),
+    tables_outside_scroll: [...document.querySelectorAll('table')].filter(
+        t => !t.parentElement.classList.contains('scroll')).length}));
+});</script>"""
+
+
+def measure_layout(page: Path, width: int, height: int, timeout: float = 60) -> dict:
+    """The page's layout at a window of width x height CSS pixels, measured by the page itself (MEASURE)."""
+    browser = _browser()
+    with tempfile.TemporaryDirectory() as scratch:
+        probe = Path(scratch) / "page.html"
+        probe.write_text(page.read_text() + MEASURE)
+        try:
+            proc = subprocess.run([browser, *FLAGS, f"--user-data-dir={scratch}/profile",
+                                   f"--window-size={width},{height}", "--virtual-time-budget=5000", "--dump-dom",
+                                   probe.as_uri()], capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise NoBrowser(f"{browser} took longer than {timeout:.0f}s") from None
+    found = re.search(r"data-layout=\"([^\"]*)\"", proc.stdout)
+    if not found:
+        raise NoBrowser(f"{browser} dumped no measured page: {proc.stderr.strip().splitlines()[-1:]}")
+    return json.loads(html.unescape(found.group(1)))
+
+
+def screenshot(page: Path, out: Path, width: int = 1500, height: int = 2400, timeout: float = 60) -> Path:
+    browser = _browser()
     with tempfile.TemporaryDirectory() as profile:
         try:
             proc = subprocess.run([browser, *FLAGS, f"--user-data-dir={profile}", f"--window-size={width},{height}",

@@ -6,7 +6,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from core.results import Accuracy, PerfPoint, Results, VariantRecord
+from reports.cost import usd_per_million_tokens
 from reports.metric_kinds import higher_is_better
+from reports.ratios import length_ratio, recovery
 from reports.samples import ItemFileError, ItemMismatch, paired_between
 
 
@@ -34,6 +36,10 @@ class Row:
     kl: float | None = None      # mean KL of next-token distributions against the baseline (evals.kl)
     goodput_rps: float | None = None        # at the headline point, under the recipe's SLO
     max_rate_meeting_slo: float | None = None  # from a workload's rate search
+    recovery: float | None = None      # quantized / baseline score (reports.ratios)
+    top1: float | None = None          # top-1 next-token agreement with the baseline, beside the KL
+    length_ratio: float | None = None  # mean generated tokens relative to the baseline's
+    usd_per_mtok: float | None = None  # dollars per million output tokens at the headline point (reports.cost)
     pareto: bool = False
 
 
@@ -130,9 +136,18 @@ def rows_for_task(results: Results, task: str, run_dir: Path | None = None) -> l
             paired=paired_vs_baseline(results, run_dir, name, task, acc) if acc else None,
             kl=acc.kl.value if acc and acc.kl else None,
             goodput_rps=point.goodput_rps if point else None,
-            max_rate_meeting_slo=max_rate_meeting_slo(v)))
+            max_rate_meeting_slo=max_rate_meeting_slo(v),
+            recovery=recovery(base, acc), length_ratio=length_ratio(base, acc),
+            top1=acc.kl.top1_agreement.value if acc and acc.kl and acc.kl.top1_agreement else None,
+            usd_per_mtok=usd_per_million_tokens(results, name, point.output_tokens_per_s if point else None)))
     mark_pareto(rows)
     return rows
+
+
+def variant_rows(results: Results) -> list[Row]:
+    """One row per variant for the columns no task changes (perf, memory, size); no paired statistics."""
+    tasks = tasks_of(results)
+    return rows_for_task(results, tasks[0] if tasks else "")
 
 
 def _objectives(row: Row) -> tuple[float, float, float, float]:

@@ -13,8 +13,14 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 
-def pytest_collection_modifyitems(items):
+def pytest_collection_modifyitems(config, items):
+    """Tests marked `browser` need Chromium: they run when asked for (`-m browser`), never by default."""
     from tests.parallel import on_a_worker, slow_files_first
 
+    if "browser" not in (config.getoption("markexpr") or ""):
+        deselected = [item for item in items if item.get_closest_marker("browser")]
+        if deselected:
+            config.hook.pytest_deselected(items=deselected)
+            items[:] = [item for item in items if not item.get_closest_marker("browser")]
     if on_a_worker():
         slow_files_first(items)

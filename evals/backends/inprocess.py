@@ -70,11 +70,11 @@ class InprocessLM(HFLM):
         return out
 
 
-def inprocess_lm(model_dir: str | Path, batch_size: int = 32) -> InprocessLM:
+def inprocess_lm(model_dir: str | Path, batch_size: int = 32, dtype: str = "bfloat16") -> InprocessLM:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.bfloat16)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=getattr(torch, dtype))
     model.eval()
     return InprocessLM(pretrained=model, tokenizer=tokenizer, batch_size=batch_size, device="cpu")

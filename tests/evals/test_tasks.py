@@ -11,7 +11,7 @@ import pytest
 
 from evals import code_scoring, extraction_scoring
 from evals.backends import ServedLM, inprocess_lm
-from evals.kl import item_kl, position_kl
+from evals.kl import item_kl, item_top1_agreement, position_kl
 from evals.registry import lm_eval_spec, task_problems
 from evals.runner import evaluate_task
 from core.recipe import RecipeError, Task, parse_recipe
@@ -186,6 +186,13 @@ def test_position_kl_matches_the_closed_form():
     assert position_kl(p_tail, q_tail) == pytest.approx(expected)
     assert item_kl([p, p], [q, p]) == pytest.approx(position_kl(p, q) / 2)
     assert item_kl([], []) is None
+
+
+def test_top1_agreement_counts_positions_whose_most_likely_token_is_the_same():
+    a_first = {"a": math.log(0.6), "b": math.log(0.4)}
+    b_first = {"a": math.log(0.3), "b": math.log(0.7)}
+    assert item_top1_agreement([a_first, a_first, a_first, b_first], [a_first, b_first, a_first, b_first]) == 0.75
+    assert item_top1_agreement([a_first], [{}]) is None and item_top1_agreement([], []) is None
 
 
 def test_sweep_with_an_unknown_task_stops_before_any_work(tmp_path):

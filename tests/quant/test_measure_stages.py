@@ -61,6 +61,10 @@ def test_eval_and_kl_stages_run_in_one_session_and_a_rerun_reuses_every_stage(ct
         assert record["status"] == "unsupported" and record["reason"] == "engine: no kernel (cached)"
         assert record["accuracy"]["demo_math"]["n"] == 3 and record["accuracy"]["demo_math"]["backend"] == "inprocess"
     assert first["same"]["accuracy"]["demo_math"]["kl"]["value"] == pytest.approx(0.0, abs=1e-6)
+    assert first["same"]["accuracy"]["demo_math"]["kl"]["top1_agreement"]["value"] == 1.0   # the same weights
+    # the generated answers' mean length in the model's tokens, for the length ratio and its gate
+    assert first["same"]["accuracy"]["demo_math"]["response_tokens"]["n"] == 3
+    assert first["same"]["accuracy"]["demo_math"]["response_tokens"]["value"] > 0
     assert "kl" not in first["bf16"]["accuracy"]["demo_math"]
 
     def no_model(path):

@@ -46,12 +46,18 @@ def test_p99_slo_on_too_few_requests_is_inconclusive(tmp_path):
     assert code == 0, out
 
 
+def perf_rows(md: str) -> dict[str, str]:
+    """pareto.md's perf table: variant -> its row."""
+    table = md.split("## Performance and memory")[1].split("\n## ")[0]
+    return {line.split("|")[1].strip(): line for line in table.splitlines() if line.startswith("| ")}
+
+
 def test_pareto_marks_a_p99_from_too_few_requests(tmp_path):
     from reports.render import render_all
 
     run = write_run(tmp_path / "run", {"bf16": runs_of([100.0], 16), "q": runs_of([100.0], 200)})
     md, _, page, *_ = render_all(run, json.loads((run / "results.json").read_text()))
-    rows = {line.split("|")[2].strip(): line for line in md.read_text().splitlines() if line.startswith("| ")}
+    rows = perf_rows(md.read_text())
     assert "10.0\\*" in rows["bf16"] and "10.0\\*" not in rows["q"]
     assert "p99 from fewer than 100 requests" in md.read_text() and "10.0*" in page.read_text()
 
@@ -99,6 +105,6 @@ def test_pareto_marks_tok_s_measured_under_foreign_load(tmp_path):
 
     run = write_run(tmp_path / "run", {"bf16": under_foreign_load(runs_of([100.0])), "q": runs_of([100.0])})
     md, _, page, *_ = render_all(run, json.loads((run / "results.json").read_text()))
-    rows = {line.split("|")[2].strip(): line for line in md.read_text().splitlines() if line.startswith("| ")}
+    rows = perf_rows(md.read_text())
     assert "100 † (1.40)" in rows["bf16"] and "†" not in rows["q"]
     assert "† measured under foreign load" in md.read_text() and "100 † (1.40)" in page.read_text()
