@@ -252,6 +252,7 @@ class Execution(Strict):
 class Recipe(Strict):
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
     model: str                         # "demo", a local path or a hub id
+    revision: str | None = None        # of a hub model: a branch, tag or commit (default: the repo's main)
     engine: Engine = Field(default_factory=Engine)
     calibration: Calibration = Field(default_factory=Calibration)
     variants: list[Variant]
@@ -369,8 +370,22 @@ def parse_recipe(text: str, source: str = "<recipe>") -> Recipe:
         raise RecipeError(schema_problems(err, text, source), source) from None
 
 
-def load_recipe(path: str | Path) -> Recipe:
+def read_recipe_text(path: str | Path) -> str:
+    """The recipe file's text, or one RecipeError line: missing, unreadable, or not UTF-8 (YAML's encoding)."""
     path = Path(path)
     if not path.is_file():
         raise RecipeError(f"{path}: no such recipe file", str(path))
-    return parse_recipe(path.read_text(), str(path))
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise RecipeError(f"{path}: cannot read the recipe ({exc.strerror})", str(path)) from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[:exc.start].count(b"\n") + 1
+        raise RecipeError(f"{path}:{line}: not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start}): "
+                          "save the recipe as UTF-8", str(path)) from None
+
+
+def load_recipe(path: str | Path) -> Recipe:
+    return parse_recipe(read_recipe_text(path), str(path))

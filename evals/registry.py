@@ -97,6 +97,22 @@ def lm_eval_spec(task) -> str | dict[str, Any]:
     return cfg
 
 
+def hub_dataset(task) -> tuple[str, str | None, str | None] | None:
+    """(dataset id, config name, revision) of the hub dataset lm-eval will load for this task; None where the task
+    brings its own data (ours, `data_files:`, a local folder or a builder such as json)."""
+    spec = lm_eval_spec(task)
+    cfg = task_config(spec) if isinstance(spec, str) else spec
+    task_class = cfg.get("class")   # a Python-class task names its data on the class
+    path = cfg.get("dataset_path") or getattr(task_class, "DATASET_PATH", None)
+    if cfg.get("custom_dataset") is not None or not isinstance(path, str):
+        return None
+    org, _, name = path.partition("/")
+    if not (org and name) or "/" in name or path.startswith((".", "~")) or Path(path).expanduser().exists():
+        return None   # a builder name (json, csv...) or a local folder
+    name = cfg.get("dataset_name") or getattr(task_class, "DATASET_NAME", None)
+    return path, name, (cfg.get("dataset_kwargs") or {}).get("revision")
+
+
 def task_problems(tasks) -> list[tuple[int, str]]:
     """(index, message) for every task of a recipe that does not resolve (unknown names come with the nearest)."""
     found = []
