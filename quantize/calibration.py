@@ -16,6 +16,7 @@ from quantize.calibration_sources import CalibrationError, choose_split, data_fi
 # Offset from the recipe seed so calibration items come from a different stream than the training data.
 SEED_OFFSET = 777
 DEFAULT_COLUMN = "text"
+TOKENIZER_FILES = ("tokenizer_config.json", "tokenizer.json")
 
 
 class Row(NamedTuple):
@@ -41,12 +42,12 @@ def calibration_texts(calibration: Calibration, model_dir: Path | None = None) -
 def source_problems(calibration: Calibration, model_dir: Path | None = None) -> list[str]:
     """What is wrong with the calibration set (at most one problem: the first that stops it), found by building
     it before any work: a missing file, an unknown split or column, too few rows, a malformed row, `messages`
-    without a chat template. Without model_dir (the model did not resolve: its own error says why), `messages`
-    are checked but not rendered."""
+    without a chat template. Where model_dir has no tokenizer (the model did not resolve, or validation fetched
+    a hub model's config.json alone), `messages` are checked but not rendered."""
     if calibration.source == "demo":
         return []
     try:
-        if calibration.messages is not None and model_dir is None:
+        if calibration.messages is not None and not _has_tokenizer(model_dir):
             for row in _chosen_rows(calibration):
                 _messages(row)
         else:
@@ -107,12 +108,20 @@ def _messages(row: Row) -> list[dict[str, Any]]:
     return value
 
 
+def _has_tokenizer(model_dir: Path | None) -> bool:
+    return model_dir is not None and any((Path(model_dir) / name).is_file() for name in TOKENIZER_FILES)
+
+
 def _chat_renderer(model_dir: Path | None, column: str):
     if model_dir is None:
         raise CalibrationError(f"calibration.messages {column!r}: rendering chat messages needs the model's tokenizer")
     from transformers import AutoTokenizer
 
-    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    except (OSError, ValueError) as exc:
+        raise CalibrationError(f"calibration.messages {column!r}: the model's tokenizer could not be loaded: "
+                               f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
     if not getattr(tokenizer, "chat_template", None):
         raise CalibrationError(f"calibration.messages {column!r}: the model's tokenizer has no chat template; "
                                f"give a text column with calibration.column instead")
