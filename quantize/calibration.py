@@ -8,7 +8,7 @@ import hashlib
 import json
 import random
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from core.recipe import Calibration
 from quantize.calibration_sources import CalibrationError, choose_split, data_fingerprint, open_splits
@@ -16,6 +16,14 @@ from quantize.calibration_sources import CalibrationError, choose_split, data_fi
 # Offset from the recipe seed so calibration items come from a different stream than the training data.
 SEED_OFFSET = 777
 DEFAULT_COLUMN = "text"
+TOKENIZER_FILES = ("tokenizer_config.json", "tokenizer.json")
+
+
+class Row(NamedTuple):
+    value: Any       # the row's text or messages column
+    where: str       # the source (and split) as messages name it
+    column: str
+    index: int       # its row number in the split, from 0
 
 
 def calibration_texts(calibration: Calibration, model_dir: Path | None = None) -> list[str]:
@@ -26,22 +34,22 @@ def calibration_texts(calibration: Calibration, model_dir: Path | None = None) -
         return demo_texts(calibration.num_samples, calibration.seed + SEED_OFFSET)
     rows = _chosen_rows(calibration)
     if calibration.messages is None:
-        return [_text(*row) for row in rows]
+        return [_text(row) for row in rows]
     render = _chat_renderer(model_dir, calibration.messages)
-    return [render(_messages(*row), f"{row[1]} row {row[3] + 1}") for row in rows]
+    return [render(_messages(row), f"{row.where} row {row.index + 1}") for row in rows]
 
 
 def source_problems(calibration: Calibration, model_dir: Path | None = None) -> list[str]:
     """What is wrong with the calibration set (at most one problem: the first that stops it), found by building
     it before any work: a missing file, an unknown split or column, too few rows, a malformed row, `messages`
-    without a chat template. Without model_dir (the model did not resolve: its own error says why), `messages`
-    are checked but not rendered."""
+    without a chat template. Where model_dir has no tokenizer (the model did not resolve, or validation fetched
+    a hub model's config.json alone), `messages` are checked but not rendered."""
     if calibration.source == "demo":
         return []
     try:
-        if calibration.messages is not None and model_dir is None:
+        if calibration.messages is not None and not _has_tokenizer(model_dir):
             for row in _chosen_rows(calibration):
-                _messages(*row)
+                _messages(row)
         else:
             calibration_texts(calibration, model_dir)
     except CalibrationError as exc:
@@ -62,9 +70,8 @@ def texts_sha256(texts: list[str]) -> str:
     return hashlib.sha256(json.dumps(texts, ensure_ascii=False).encode("utf-8")).hexdigest()
 
 
-def _chosen_rows(calibration: Calibration) -> list[tuple[Any, str, str, int]]:
-    """(value, where, column, row index) of each chosen row: its split, shuffled with the seed, the first
-    num_samples."""
+def _chosen_rows(calibration: Calibration) -> list[Row]:
+    """The chosen rows: the split's, shuffled with the seed, the first num_samples."""
     where, splits = open_splits(calibration)
     name = choose_split(where, list(splits), calibration.split)
     split = splits[name]
@@ -77,17 +84,18 @@ def _chosen_rows(calibration: Calibration) -> list[tuple[Any, str, str, int]]:
         raise CalibrationError(f"{where} has {split.size} rows, fewer than num_samples {calibration.num_samples}")
     indices = (random.Random(calibration.seed).sample(range(split.size), calibration.num_samples)
                if calibration.shuffle else list(range(calibration.num_samples)))
-    return [(row.get(column), where, column, i) for row, i in zip(split.rows(indices), indices)]
+    return [Row(record.get(column), where, column, i) for record, i in zip(split.rows(indices), indices)]
 
 
-def _text(value: Any, where: str, column: str, index: int) -> str:
-    if not isinstance(value, str):
-        kind = "missing" if value is None else f"not text ({type(value).__name__})"
-        raise CalibrationError(f"{where} row {index + 1}: column {column!r} is {kind}")
-    return value
+def _text(row: Row) -> str:
+    if not isinstance(row.value, str):
+        kind = "missing" if row.value is None else f"not text ({type(row.value).__name__})"
+        raise CalibrationError(f"{row.where} row {row.index + 1}: column {row.column!r} is {kind}")
+    return row.value
 
 
-def _messages(value: Any, where: str, column: str, index: int) -> list[dict[str, Any]]:
+def _messages(row: Row) -> list[dict[str, Any]]:
+    value = row.value
     if isinstance(value, str):   # a JSON-encoded list, as CSV files hold it
         try:
             value = json.loads(value)
@@ -95,9 +103,13 @@ def _messages(value: Any, where: str, column: str, index: int) -> list[dict[str,
             pass
     if not (isinstance(value, list) and value and all(isinstance(m, dict) and isinstance(m.get("role"), str)
                                                       and "content" in m for m in value)):
-        raise CalibrationError(f"{where} row {index + 1}: column {column!r} must be a list of chat messages "
-                               f"({{role, content}})")
+        raise CalibrationError(f"{row.where} row {row.index + 1}: column {row.column!r} must be a list of chat "
+                               f"messages ({{role, content}})")
     return value
+
+
+def _has_tokenizer(model_dir: Path | None) -> bool:
+    return model_dir is not None and any((Path(model_dir) / name).is_file() for name in TOKENIZER_FILES)
 
 
 def _chat_renderer(model_dir: Path | None, column: str):
@@ -105,7 +117,11 @@ def _chat_renderer(model_dir: Path | None, column: str):
         raise CalibrationError(f"calibration.messages {column!r}: rendering chat messages needs the model's tokenizer")
     from transformers import AutoTokenizer
 
-    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    except (OSError, ValueError) as exc:
+        raise CalibrationError(f"calibration.messages {column!r}: the model's tokenizer could not be loaded: "
+                               f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
     if not getattr(tokenizer, "chat_template", None):
         raise CalibrationError(f"calibration.messages {column!r}: the model's tokenizer has no chat template; "
                                f"give a text column with calibration.column instead")

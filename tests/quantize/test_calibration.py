@@ -223,6 +223,14 @@ def test_messages_need_a_chat_template(tmp_path, chat_model):
         "calibration.messages 'messages': the model's tokenizer has no chat template; give a text column with "
         "calibration.column instead"]
     assert source_problems(calibration) == []   # no model to render with: the messages' shape is still checked
+    config_only = tmp_path / "config-only"      # what validation fetches of a hub model
+    config_only.mkdir()
+    (config_only / "config.json").write_text("{}")
+    assert source_problems(calibration, config_only) == []
+    assert source_problems(Calibration(source=str(path), messages="text", num_samples=1), config_only) == [
+        f"column 'text' is not in {path} (columns: messages)"]
+    with pytest.raises(CalibrationError, match="the model's tokenizer could not be loaded"):
+        calibration_texts(calibration, config_only)
 
 
 def test_column_and_messages_exclude_each_other():
