@@ -12,6 +12,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from core.hashing import digest, file_digest, versions
+from core.memo import remembered, source_digest
+from evals import task_facts
 from evals.task_facts import TASKS_DIR, TaskError, is_ours, shipped_data
 
 # How `datasets` reads a local file, by suffix.
@@ -97,20 +100,44 @@ def lm_eval_spec(task) -> str | dict[str, Any]:
     return cfg
 
 
+@lru_cache(maxsize=1)
+def _ours_digest() -> str:
+    """Our task definitions (YAML and code, not data): with lm-eval's version, all a task's resolution reads."""
+    files = sorted(p for p in TASKS_DIR.rglob("*") if p.suffix in (".yaml", ".py") and "__pycache__" not in p.parts)
+    return digest([(str(p.relative_to(TASKS_DIR)), file_digest(p)) for p in files])
+
+
+def _task_key(task) -> tuple:
+    return (task.model_dump(mode="json"), versions("lm_eval"), _ours_digest(),
+            source_digest(__file__, task_facts.__file__))
+
+
 def task_problems(tasks) -> list[tuple[int, str]]:
-    """(index, message) for every task of a recipe that does not resolve (unknown names come with the nearest)."""
+    """(index, message) for every task of a recipe that does not resolve (unknown names come with the nearest).
+    Remembered per task by content: lm-eval's task index is built only for a task not resolved before."""
     found = []
     for i, task in enumerate(tasks):
-        try:
-            lm_eval_spec(task)
-        except TaskError as exc:
-            found.append((i, str(exc)))
+        if (problem := remembered("task-problem", _task_key(task), lambda: _task_problem(task))) is not None:
+            found.append((i, problem))
     return found
+
+
+def _task_problem(task) -> str | None:
+    try:
+        lm_eval_spec(task)
+    except TaskError as exc:
+        return str(exc)
+    return None
 
 
 def code_execution(task) -> str | None:
     """Where a task runs model-generated code: "sandbox" (ours in evals/tasks, through evals/code_scoring),
-    "host" (an lm-eval task marked unsafe_code: lm-eval's own executor, no isolation at all), or None."""
+    "host" (an lm-eval task marked unsafe_code: lm-eval's own executor, no isolation at all), or None.
+    Remembered per task by content, as task_problems is."""
+    return remembered("code-execution", _task_key(task), lambda: _code_execution(task))
+
+
+def _code_execution(task) -> str | None:
     from lm_eval.tasks._yaml_loader import load_yaml
 
     entry = task_manager().task_index.get(task.name)

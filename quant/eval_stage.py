@@ -12,7 +12,6 @@ from core.recipe import Task, Variant
 from core.store import copy_file
 from core.run_layout import LM_EVAL_DIR as LM_EVAL
 from evals import task_facts
-from evals.runner import evaluate_task
 from evals.tokens import SCORING_VERSION
 from quant.context import Checkpoint, Session, SweepContext
 
@@ -58,6 +57,8 @@ class EvalStage:
 
 
 def run_eval(ctx: SweepContext, lm, task: Task, key: str, model_name: str) -> None:
+    from evals.runner import evaluate_task   # lm-eval: a cached task never imports it
+
     size = task_facts.size(task.name)
     total = size if task.limit is None else min(task.limit, size or task.limit)
     with ctx.reporter.bar(f"  eval {task.key}", total=total) as advance:

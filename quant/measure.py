@@ -12,8 +12,6 @@ from typing import Protocol
 from core.hashing import digest
 from core.recipe import Variant
 from core.store import write_jsonl
-from evals.backends.inprocess import inprocess_lm
-from evals.backends.served import ServedLM
 from perf.engines import ENGINES, EngineStartError
 from quant.context import Checkpoint, Session, StageError, SweepContext
 from quant.eval_stage import EvalStage
@@ -85,6 +83,8 @@ def _measure_served(ctx: SweepContext, variant: Variant, checkpoint: Checkpoint,
 
     @contextmanager
     def served() -> Iterator[Session]:
+        from evals.backends.served import ServedLM   # lm-eval: imported only when a stage has work
+
         ctx.reporter.log(f"  starting {ctx.recipe.engine.kind} on 127.0.0.1 …")
         started = time.time()
         with ExitStack() as stack:
@@ -108,6 +108,8 @@ def _measure_inprocess(ctx: SweepContext, variant: Variant, checkpoint: Checkpoi
 
     @contextmanager
     def in_process() -> Iterator[Session]:
+        from evals.backends.inprocess import inprocess_lm   # transformers and torch: only when a stage has work
+
         try:
             with timed(record, "model_load"):
                 lm = inprocess_lm(checkpoint.path)

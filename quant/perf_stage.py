@@ -10,10 +10,8 @@ from core.hashing import digest
 from core.recipe import Variant
 from core.recipe_perf import Workload
 from core.store import copy_file
-from perf.isolation import exclusive_perf
 from perf.memory import account
 from perf.requests import longest_request
-from perf.run import level_label, requests_in, run_workload
 from quant.context import Checkpoint, Session, SweepContext
 
 STAGE_PERF = "perf"
@@ -41,6 +39,9 @@ class PerfStage:
     def run(self, session: Session) -> None:
         """Under the perf lock of the recipe's perf isolation: variants measured side by side (the Ray
         executor, or two sweeps on one machine) never share what they measure."""
+        from perf.isolation import exclusive_perf
+        from perf.run import requests_in, run_workload   # the load generator: a cached stage never imports it
+
         ctx = self.ctx
         slo = ctx.recipe.perf.slo.bounds() if ctx.recipe.perf.slo else None
 
@@ -71,6 +72,8 @@ class PerfStage:
             copy_file(self.ctx.cache.path(STAGE_PERF, key) / "records.jsonl", vdir / "perf" / f"{name}.jsonl")
 
     def _log(self, name: str, result: dict) -> None:
+        from perf.run import level_label
+
         log = self.ctx.reporter.log
         for p in result["points"]:
             if p["errors"] == p["n"]:

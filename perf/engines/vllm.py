@@ -12,7 +12,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import httpx
 import psutil
 
 from perf.engines.process import (EngineStartError, command_pid, error_reason, free_port, gpu_used_bytes,
@@ -259,6 +258,8 @@ class VLLMServer:
         return EngineStartError(reason, self.log_path)
 
     def _wait_ready(self) -> None:
+        import httpx   # only where a server starts: `quant validate` and a cached sweep never need it
+
         deadline = time.monotonic() + self.startup_timeout_s
         assert self._proc is not None
         with httpx.Client(timeout=2.0, trust_env=False) as client:
@@ -276,7 +277,9 @@ class VLLMServer:
                         f"engine not ready within {self.startup_timeout_s:.0f} s{last}", self.log_path)
                 time.sleep(0.5)
 
-    def _ready(self, client: httpx.Client) -> bool:
+    def _ready(self, client) -> bool:
+        import httpx
+
         try:
             if client.get(f"{self.base_url}/health").status_code != 200:
                 return False
