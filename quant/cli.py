@@ -51,15 +51,16 @@ def _offline_defaults() -> None:
 
 
 def cmd_sweep(args) -> int:
-    from evals.sandbox import IsolationRequired
+    from quant.validate import check_file
+
+    recipe, _ = check_file(args.recipe)   # every problem at once (RecipeError: exit 2), before any work
+    from evals.sandbox import IsolationRequired   # the sweep's modules only for a recipe that can run
     from core.remote import RemoteError, locate
     from perf.engines.process import EngineStartError
     from quant.models import ModelNotFound
     from quant.progress import Reporter
     from quant.sweep import run_sweep
-    from quant.validate import check_file
 
-    recipe, _ = check_file(args.recipe)   # every problem at once (RecipeError: exit 2), before any work
     recipe = _with_execution(recipe, args)
     try:
         location = locate(args.out or Path("runs") / recipe.name, "runs")   # a directory or an fsspec URL
