@@ -13,6 +13,7 @@ from core.hashing import digest
 from core.recipe import Variant
 from core.store import write_jsonl
 from perf.engines import ENGINES, EngineStartError
+from perf.engines.known_unsupported import known_refusal
 from quant.context import Checkpoint, Session, StageError, SweepContext
 from quant.eval_stage import EvalStage
 from quant.kl_stage import KlStage
@@ -36,7 +37,9 @@ class Stage(Protocol):
 def measure_variant(ctx: SweepContext, variant: Variant, checkpoint: Checkpoint, record: dict) -> None:
     """Accuracy (and KL) per task and perf per workload into `record`; served, else in-process."""
     serve_failure_key = digest("serve-failure", checkpoint.key, ctx.engine_key, variant.engine_args)
-    if ctx.cache.has(STAGE_SERVE_FAILURES, serve_failure_key) and not ctx.retry_failed:
+    if not ctx.retry_failed and (reason := known_refusal(ctx.engine_facts, checkpoint.path)):   # no start-up
+        ctx.reporter.log(f"  the engine is known to refuse this variant; not started: {reason}")
+    elif ctx.cache.has(STAGE_SERVE_FAILURES, serve_failure_key) and not ctx.retry_failed:
         reason = ctx.cache.load_json(STAGE_SERVE_FAILURES, serve_failure_key)["reason"]
         ctx.reporter.log(f"  engine rejected this variant before (cached): {reason}")
     else:

@@ -12,7 +12,8 @@ lifeline). It serves, on 127.0.0.1, what the sweep asks of vLLM's OpenAI-compati
 Each start appends its served name to $STANDIN_ENGINE_STARTS where set. A served name containing "broken" answers every completion with HTTP 400: that variant fails mid-measurement.
 A served name ending in "-wrong<K>" answers " #### 41" to the text prompts that name "item <N>" with N < K:
 that variant loses exactly those items against the baseline.
-`PY -c ...` (the sweep's engine probe) prints the stand-in's facts: vllm, its version, and the device
+`PY -c ...` (the sweep's engine probe) prints the stand-in's facts: the distribution and version
+$STANDIN_ENGINE_DISTRIBUTION and $STANDIN_ENGINE_VERSION name (default vllm and its own version), and the device
 $STANDIN_ENGINE_DEVICE names (default cpu).
 """
 
@@ -119,7 +120,8 @@ def serve(argv: list[str]) -> None:
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["-c"]:
-        print(json.dumps({"distribution": "vllm", "version": VERSION,
+        print(json.dumps({"distribution": os.environ.get("STANDIN_ENGINE_DISTRIBUTION", "vllm"),
+                          "version": os.environ.get("STANDIN_ENGINE_VERSION", VERSION),
                           "device": os.environ.get("STANDIN_ENGINE_DEVICE", "cpu")}))
     elif sys.argv[1:3] == ["-m", "vllm.entrypoints.openai.api_server"]:
         serve(sys.argv[3:])
