@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 from core.hashing import digest, file_digest, tree_digest, versions
+from core.memo import remembered
 from core.recipe import Task, Variant
 from core.store import copy_file
 from core.run_layout import LM_EVAL_DIR as LM_EVAL
@@ -86,7 +87,18 @@ def collect_eval(ctx: SweepContext, key: str, task: str, record: dict, vdir: Pat
 
 def _collect_lm_eval(cached: Path, vdir: Path) -> None:
     """lm-eval's layout, output_path/<model_name_sanitized>/, so its tooling reads variants/<v>/lm_eval."""
-    from lm_eval.utils import sanitize_model_name
+    files = sorted(cached.glob("*")) if cached.is_dir() else []
+    if files:
+        folder = _lm_eval_folder(vdir.name)
+        for src in files:
+            copy_file(src, vdir / LM_EVAL / folder / src.name)
 
-    for src in sorted(cached.glob("*")) if cached.is_dir() else []:
-        copy_file(src, vdir / LM_EVAL / sanitize_model_name(vdir.name) / src.name)
+
+def _lm_eval_folder(model_name: str) -> str:
+    """lm-eval's own name for a model's output folder, remembered per lm-eval version (lm_eval.utils takes
+    seconds to import, and a cached sweep needs nothing else of it)."""
+    def sanitize() -> str:
+        from lm_eval.utils import sanitize_model_name
+        return sanitize_model_name(model_name)
+
+    return remembered("lm-eval-model-folder", (model_name, versions("lm_eval")), sanitize)

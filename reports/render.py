@@ -1,7 +1,7 @@
 """Write every report for a run directory from its results.json (no recomputation).
 
 The reports are remembered by what they are rendered from: results.json less what no report shows (when the
-run started and finished, seconds per stage), the per-item files the paired columns read, and the renderers'
+run and each variant started and finished, seconds per stage), the per-item files the paired columns read, and the renderers'
 own source. An unchanged re-run finds them written and imports neither matplotlib nor scipy."""
 
 from __future__ import annotations
@@ -61,8 +61,8 @@ def reports_key(out: Path, results: dict) -> str:
 
 
 def _placement(record: dict) -> dict:
-    """What a variant's `ran_on` says that a report may show: all but the seconds per stage."""
-    return {k: v for k, v in (record.get("ran_on") or {}).items() if k != "stages"}
+    """What a variant's `ran_on` says that a report may show: where, not when nor how long."""
+    return {k: v for k, v in (record.get("ran_on") or {}).items() if k not in ("started", "finished", "stages")}
 
 
 def already_rendered(out: Path, key: str) -> list[Path] | None:
