@@ -1,9 +1,11 @@
 # The README's two commands: `make demo` and `make test`. Both set up what they need first.
 PY := .venv/bin/python
+# The demos and the tests need no hub (their models and data ship here); `quant` itself reaches the hub as
+# huggingface_hub does unless these say otherwise.
 export HF_HUB_OFFLINE := 1
 export HF_DATASETS_OFFLINE := 1
 
-.PHONY: setup setup-real demo demo-real test test-fast bench-setup gptq-setup lock clean
+.PHONY: setup setup-real demo demo-real test test-fast bench-setup gptq-setup lock check-cuda clean
 
 setup:
 	@bash scripts/setup.sh
@@ -18,15 +20,26 @@ setup-real:
 demo-real: setup-real
 	.venv/bin/quant sweep recipes/smollm2.yaml
 
+# The tests run on 2 workers, a file per worker at a time, the slow files first (tests/parallel.py); then, alone,
+# the few that assert on timings their own process keeps (marked exclusive_cpu), from the files that have them.
+PARALLEL := -n 2 --dist loadfile --no-loadscope-reorder
+ALONE := $(shell grep -rl --include='test_*.py' 'mark.exclusive_cpu' tests)
+
 test: setup
-	$(PY) -m pytest -ra
+	$(PY) -m pytest -ra $(PARALLEL) -m "not exclusive_cpu"
+	$(PY) -m pytest -ra -m exclusive_cpu $(ALONE)
 
 test-fast: setup
-	$(PY) -m pytest -ra -m "not integration"
+	$(PY) -m pytest -ra $(PARALLEL) -m "not integration and not exclusive_cpu"
+	$(PY) -m pytest -ra -m "exclusive_cpu and not integration" $(ALONE)
 
 # Regenerate requirements/*.lock (pip-compile) after changing pyproject.toml or requirements/serve-*.txt.
 lock:
 	@bash scripts/lock.sh
+
+# The CUDA serving environment resolved by pip in a clean venv, without a GPU and without installing it.
+check-cuda:
+	@bash scripts/check-cuda-lock.sh
 
 # GPTQModel alone (`make setup` runs this too; QUANT_SKIP_GPTQMODEL=1 skips it there).
 gptq-setup:

@@ -141,10 +141,26 @@ class Variant(Strict):
 
 
 class Calibration(Strict):
-    source: str = "demo"               # "demo" (the demo generators) or a JSONL file with a "text" field
+    """The texts data-driven quantization calibrates on, chosen as llm-compressor chooses them: `num_samples` rows of
+    one split, shuffled with `seed`, each cut to `max_seq_length` tokens."""
+    # "demo" (the demo generators), "stdlib-code" or "stdlib-prose" (shipped real text), a .jsonl/.parquet/.csv
+    # file, a directory written by `datasets` (save_to_disk) or laid out as a dataset repo, or a hub dataset id
+    source: str = "demo"
+    subset: str | None = None          # a hub dataset's configuration name, where it has several
+    revision: str | None = None        # a hub dataset's branch, tag or commit
+    split: str | None = None           # default: the only split, else "train"
+    column: str | None = None          # the text column (default "text"), or
+    messages: str | None = None        # a column of chat messages, rendered with the model's chat template
+    shuffle: bool = True               # False: the first num_samples rows, in order
     num_samples: int = Field(default=128, ge=1)
     max_seq_length: int = Field(default=256, ge=16)
     seed: int = 0
+
+    @model_validator(mode="after")
+    def _one_text_column(self) -> "Calibration":
+        if self.column is not None and self.messages is not None:
+            raise ValueError("give column (plain text) or messages (chat turns), not both")
+        return self
 
 
 class Engine(Strict):
@@ -236,6 +252,7 @@ class Execution(Strict):
 class Recipe(Strict):
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
     model: str                         # "demo", a local path or a hub id
+    revision: str | None = None        # of a hub model: a branch, tag or commit (default: the repo's main)
     engine: Engine = Field(default_factory=Engine)
     calibration: Calibration = Field(default_factory=Calibration)
     variants: list[Variant]
@@ -353,8 +370,22 @@ def parse_recipe(text: str, source: str = "<recipe>") -> Recipe:
         raise RecipeError(schema_problems(err, text, source), source) from None
 
 
-def load_recipe(path: str | Path) -> Recipe:
+def read_recipe_text(path: str | Path) -> str:
+    """The recipe file's text, or one RecipeError line: missing, unreadable, or not UTF-8 (YAML's encoding)."""
     path = Path(path)
     if not path.is_file():
         raise RecipeError(f"{path}: no such recipe file", str(path))
-    return parse_recipe(path.read_text(), str(path))
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise RecipeError(f"{path}: cannot read the recipe ({exc.strerror})", str(path)) from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[:exc.start].count(b"\n") + 1
+        raise RecipeError(f"{path}:{line}: not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start}): "
+                          "save the recipe as UTF-8", str(path)) from None
+
+
+def load_recipe(path: str | Path) -> Recipe:
+    return parse_recipe(read_recipe_text(path), str(path))

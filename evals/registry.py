@@ -112,6 +112,32 @@ def _task_key(task) -> tuple:
             source_digest(__file__, task_facts.__file__))
 
 
+def hub_dataset(task) -> tuple[str, str | None, str | None] | None:
+    """(dataset id, config name, revision) of the hub dataset lm-eval will load for this task; None where the task
+    brings its own data (ours, `data_files:`, a local folder or a builder such as json). What the task's config
+    names is remembered per task by content, as task_problems is; whether it is a local folder is looked at now."""
+    named = remembered("hub-dataset", _task_key(task), lambda: _dataset_named(task))
+    if named is None:
+        return None
+    path, name, revision = named
+    org, _, rest = path.partition("/")
+    if not (org and rest) or "/" in rest or path.startswith((".", "~")) or Path(path).expanduser().exists():
+        return None   # a builder name (json, csv...) or a local folder
+    return path, name, revision
+
+
+def _dataset_named(task) -> tuple[str, str | None, str | None] | None:
+    """(dataset_path, dataset_name, revision) as the task's config names them; None for a task's own data."""
+    spec = lm_eval_spec(task)
+    cfg = task_config(spec) if isinstance(spec, str) else spec
+    task_class = cfg.get("class")   # a Python-class task names its data on the class
+    path = cfg.get("dataset_path") or getattr(task_class, "DATASET_PATH", None)
+    if cfg.get("custom_dataset") is not None or not isinstance(path, str):
+        return None
+    name = cfg.get("dataset_name") or getattr(task_class, "DATASET_NAME", None)
+    return path, name, (cfg.get("dataset_kwargs") or {}).get("revision")
+
+
 def task_problems(tasks) -> list[tuple[int, str]]:
     """(index, message) for every task of a recipe that does not resolve (unknown names come with the nearest).
     Remembered per task by content: lm-eval's task index is built only for a task not resolved before."""

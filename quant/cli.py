@@ -42,30 +42,31 @@ def _on_sigterm(signum, frame) -> None:
     raise Terminated()
 
 
-def _offline_defaults() -> None:
-    # Runs never reach a hub; models and data come from local paths (set before transformers imports).
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+def _library_defaults() -> None:
+    # Set before the libraries import. The hub is reached as huggingface_hub reaches it: online unless the user
+    # sets HF_HUB_OFFLINE / HF_DATASETS_OFFLINE.
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     os.environ.setdefault("TQDM_DISABLE", "1")  # library bars (read when tqdm is imported); we draw our own
 
 
 def cmd_sweep(args) -> int:
+    from core.remote import RemoteError, locate
+
+    try:   # a bad --out is found from the command line alone, before the recipe is read
+        location = locate(args.out, "runs") if args.out else None   # a directory or an fsspec URL
+    except RemoteError as exc:
+        return fail(args, str(exc))
     from quant.validate import check_file
 
     recipe, _ = check_file(args.recipe)   # every problem at once (RecipeError: exit 2), before any work
     from evals.sandbox import IsolationRequired   # the sweep's modules only for a recipe that can run
-    from core.remote import RemoteError, locate
     from perf.engines.process import EngineStartError
     from quant.models import ModelNotFound
     from quant.progress import Reporter
     from quant.sweep import run_sweep
 
     recipe = _with_execution(recipe, args)
-    try:
-        location = locate(args.out or Path("runs") / recipe.name, "runs")   # a directory or an fsspec URL
-    except RemoteError as exc:
-        return fail(args, str(exc))
+    location = location or locate(Path("runs") / recipe.name, "runs")
     out = location.local
     try:
         results = run_sweep(recipe, location, recipe_path=Path(args.recipe), reporter=Reporter(quiet=args.quiet),
@@ -102,6 +103,26 @@ def _sweep_exit(results: dict, only: list[str] | None, allow_failed: bool) -> in
     lines, failed = sweep_summary(results, only, allow_failed)
     print("\n".join(lines), file=sys.stderr)
     return exit_codes.FAILED if failed and not allow_failed else exit_codes.OK
+
+
+def cmd_validate(args) -> int:
+    from quant.validate import check_for_sweep, summary
+
+    recipe, findings = check_for_sweep(args.recipe, args.allow_unisolated_code)   # RecipeError: exit 2
+    for line in findings.warnings:
+        print(f"warning: {line}", file=sys.stderr)
+    for line in findings.notes:
+        print(line)
+    print(summary(recipe, findings))
+    return exit_codes.OK
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+    try:
+        return f"quant-suite {version('quant-suite')}"
+    except PackageNotFoundError:
+        return "quant-suite (version unknown: the package is not installed)"
 
 
 def cmd_gate(args) -> int:
@@ -263,7 +284,7 @@ def cmd_sensitivity(args) -> int:
     spec = base.model_copy(update={k: v for k, v in (("by", args.by), ("samples", args.samples),
                                                       ("items_per_task", args.items)) if v is not None})
     try:
-        model_dir = resolve_model(recipe.model, Path(args.recipe).parent)
+        model_dir = resolve_model(recipe.model, Path(args.recipe).parent, revision=recipe.revision)
         out = Path(args.out) if args.out else Path("runs") / recipe.name / "sensitivity" / variant.name
         cache = Cache.at(args.cache_dir or Path("runs") / ".cache")
         result = ranking(cache, Reporter(), model_dir, tree_digest(model_dir), recipe, variant, spec, args.device)
@@ -280,6 +301,7 @@ def cmd_sensitivity(args) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="quant", description="LLM quantization accuracy and performance regression suite")
+    p.add_argument("--version", action="version", version=_version())
     sub = p.add_subparsers(dest="command", required=True)
 
     s = sub.add_parser("sweep", help="quantize, serve, evaluate and benchmark every variant of a recipe",
@@ -299,6 +321,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a running Ray cluster (implies --executor ray; default: start a local one)")
     s.add_argument("--quiet", action="store_true")
     s.set_defaults(func=cmd_sweep)
+
+    v = sub.add_parser("validate", help="every check a sweep makes before work, and no work: exit 0 ok, 2 the "
+                       "problems, one line each")
+    v.add_argument("recipe")
+    v.add_argument("--allow-unisolated-code", action="store_true", help=UNISOLATED_HELP)
+    v.set_defaults(func=cmd_validate)
 
     g = sub.add_parser("gate", help="0 pass, 1 regression, 2 bad input, 3 inconclusive (more items needed)")
     g.add_argument("--baseline", required=True, help="run dir or results.json[:VARIANT] (default: its baseline)")
@@ -371,7 +399,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    _offline_defaults()
+    _library_defaults()
     args = build_parser().parse_args(argv)
     logs.configure(logs.level_of(args.verbosity, args.verbose))
     if threading.current_thread() is threading.main_thread():

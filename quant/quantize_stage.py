@@ -15,6 +15,7 @@ from quant.context import Checkpoint, StageError, SweepContext
 from quant.sensitivity_stage import ranking, with_kept_modules, write_report
 from quantize import QuantizeError, quantize_in_subprocess
 from quantize import manifest as manifest_module
+from quantize.calibration import calibration_key
 from quantize.manifest import MANIFEST_NAME, checkpoint_facts, library_versions
 from quantize.schemes import describe_variant
 
@@ -54,7 +55,7 @@ def checkpoint_key(ctx: SweepContext, variant: Variant) -> str:
     quant_fields = variant.model_dump(mode="json",
                                       exclude={"name", "description", "engine_args", "baseline"} | unchanged)
     backend_version = versions("gptqmodel") if variant.backend == "gptqmodel" else None
-    return digest("checkpoint", ctx.model_key, quant_fields, ctx.recipe.calibration.model_dump(mode="json"),
+    return digest("checkpoint", ctx.model_key, quant_fields, calibration_key(ctx.recipe.calibration),
                   library_versions(), backend_version)
 
 

@@ -17,20 +17,20 @@ STAGE = "sensitivity"
 
 def ranking(cache: Cache, reporter, model_dir: Path, model_key: str, recipe: Recipe, variant: Variant,
             spec: Sensitivity | None = None, device: str = "cpu") -> dict:
-    from quantize.calibration import calibration_texts
+    from quantize.calibration import calibration_key, calibration_texts
     from quantize.sensitivity import analyse, task_items
     from quantize.shapes import apply_unfit_policy
 
     spec = spec or variant.sensitivity or Sensitivity(keep_top=1)
     variant, _ = apply_unfit_policy(model_dir, variant)   # `unfit_groups: keep`: those Linears are not ranked
     args = _weight_args(variant)
-    key = digest("sensitivity", 2, model_key, args, sorted(variant.ignore), recipe.calibration.model_dump(mode="json"),
+    key = digest("sensitivity", 2, model_key, args, sorted(variant.ignore), calibration_key(recipe.calibration),
                  [t.model_dump(mode="json") for t in recipe.tasks], spec.by, spec.samples, spec.items_per_task,
                  versions("torch", "transformers", "compressed-tensors", "lm_eval"))
     if cache.has(STAGE, key):
         reporter.log(f"  sensitivity ranking: cached ({key})")
         return cache.load_json(STAGE, key)
-    texts = calibration_texts(recipe.calibration.model_copy(update={"num_samples": spec.samples}))
+    texts = calibration_texts(recipe.calibration.model_copy(update={"num_samples": spec.samples}), model_dir)
     items = task_items(recipe.tasks, spec.items_per_task) if spec.items_per_task else {}
     reporter.log(f"  sensitivity: {variant.name} weights one unit ({spec.by}) at a time, on {len(texts)} "
                  f"calibration texts and {sum(map(len, items.values()))} task items")

@@ -15,7 +15,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from core.hashing import tree_digest
-from core.recipe import Recipe, Variant
+from core.recipe import Recipe, RecipeError, Variant
 from core.remote import Location, locate
 from core.results import SCHEMA_VERSION, Results
 from core.run_layout import RunLayout
@@ -56,7 +56,7 @@ def run_sweep(recipe: Recipe, out: Location | str | Path, recipe_path: Path | No
     location = out if isinstance(out, Location) else locate(out, "runs")
     out = location.local
     with sandbox.permit_unisolated(allow_unisolated_code or recipe.allow_unisolated_code):
-        code_tasks = _check(recipe, recipe_path, reporter)   # everything knowable, before any work
+        code_tasks = _check(recipe, recipe_path, reporter, only)   # everything knowable, before any work
         if location.remote:   # the URL is the truth: an earlier run there is resumed as a local one would be
             shutil.rmtree(out, ignore_errors=True)
             location.remote.download_dir("", out)
@@ -81,8 +81,13 @@ def run_sweep(recipe: Recipe, out: Location | str | Path, recipe_path: Path | No
     return results
 
 
-def _check(recipe: Recipe, recipe_path: Path | None, reporter: Reporter) -> dict[str, str]:
+def _check(recipe: Recipe, recipe_path: Path | None, reporter: Reporter, only: list[str] | None) -> dict[str, str]:
     """Raises RecipeError with every problem at once; returns the code tasks and where their code runs."""
+    unknown = [name for name in only or [] if name not in {v.name for v in recipe.variants}]
+    if unknown:
+        source = str(recipe_path) if recipe_path else f"recipe {recipe.name}"
+        raise RecipeError(f"--only: no variant {', '.join(map(repr, unknown))} in {source}; its variants: "
+                          f"{', '.join(v.name for v in recipe.variants)}", source)
     findings = validate(recipe, recipe_path)
     raise_on_errors(findings, recipe, recipe_path)
     for line in findings.warnings:
@@ -104,7 +109,8 @@ def _context(recipe: Recipe, location: Location, recipe_path: Path | None, cache
              reporter: Reporter, retry_failed: bool) -> SweepContext:
     out = location.local
     cache = Cache.at(cache_dir or _default_cache(location))
-    model_dir = resolve_model(recipe.model, recipe_path.parent if recipe_path else None, log=reporter.log)
+    model_dir = resolve_model(recipe.model, recipe_path.parent if recipe_path else None, log=reporter.log,
+                              revision=recipe.revision)
     engine_python = resolve_engine_python(recipe.engine.python)
     engine = engine_facts(engine_python, recipe.engine.env)
     ctx = SweepContext(recipe=recipe, out=out, out_remote=location.remote, cache=cache,

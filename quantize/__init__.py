@@ -48,7 +48,7 @@ def quantize_variant(model_dir: Path, variant: Variant, calibration: Calibration
     if dense and impl.NAME != "llmcompressor":
         raise ValueError("a dense fake-quantized export reads compressed-tensors: use backend llmcompressor")
 
-    texts = calibration_texts(calibration) if impl.needs_calibration(variant) else None
+    texts = calibration_texts(calibration, model_dir) if impl.needs_calibration(variant) else None
     impl.warm_up()  # library imports are not quantization time
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = out_dir.parent / f".{out_dir.name}.tmp-{os.getpid()}"
@@ -115,9 +115,8 @@ def _dense_facts(packed_facts: dict[str, Any], dense_dir: Path) -> dict[str, Any
 def _calibration_record(calibration: Calibration, texts: list[str] | None) -> dict[str, Any] | None:
     if texts is None:
         return None  # data-free (RTN weights, dynamic activations): no calibration set was used
-    return {"source": calibration.source, "num_samples": len(texts), "requested_samples": calibration.num_samples,
-            "max_seq_length": calibration.max_seq_length, "seed": calibration.seed,
-            "texts_sha256": texts_sha256(texts)}
+    return {**calibration.model_dump(mode="json", exclude_none=True), "num_samples": len(texts),
+            "requested_samples": calibration.num_samples, "texts_sha256": texts_sha256(texts)}
 
 
 def _replace_dir(src: Path, dst: Path) -> None:

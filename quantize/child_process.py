@@ -35,8 +35,6 @@ def command(model_dir: Path, variant: Variant, calibration: Calibration, out_dir
 
 def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     env = dict(os.environ)
-    env.setdefault("HF_HUB_OFFLINE", "1")
-    env.setdefault("HF_DATASETS_OFFLINE", "1")
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH")) if p)
     env.update(extra or {})
     return env

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from core.results import PerfPoint, Results
 from perf.engines.vllm import serve_command
 from reports.gate_rules import MARGIN_TOLERANCE
+from reports.metric_kinds import higher_is_better
 from reports.table import headline_point
 
 def _p99_latency(point: PerfPoint) -> float:
@@ -76,13 +77,14 @@ def candidates(results: Results, task: str, max_drop: float, slos: list[LatencyL
     if base is None:
         raise ChooseError(f"no results for task {task!r}; tasks: {', '.join(baseline.accuracy)}")
     read, _ = OBJECTIVES[objective]
+    better_up = higher_is_better(base.dump())   # bits/byte and perplexity drop by rising
     ok, rejected = [], {}
     for name, v in results.variants.items():
         acc, point = v.accuracy.get(task), headline_point(v)
         if not v.ok or point is None or acc is None or not v.checkpoint:
             rejected[name] = f"{v.status}: {_short(v.reason or 'not served')}"
             continue
-        drop = base.value - acc.value
+        drop = (base.value - acc.value) if better_up else (acc.value - base.value)
         if drop > max_drop + MARGIN_TOLERANCE:
             rejected[name] = f"accuracy drop {drop:.3f} > {max_drop:.3f}"
             continue

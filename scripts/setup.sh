@@ -10,7 +10,8 @@ cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3.11}
 MAIN_VENV=${QUANT_MAIN_VENV:-.venv}
 SERVE_VENV=${QUANT_SERVE_VENV:-.venv-serve}
-TORCH_VERSION=2.13.0
+TORCH_VERSION=2.13.0            # the release tested here; installed unless the main venv has an accepted torch
+TORCH_ACCEPTED="2.10.0 2.14.0"  # llmcompressor's range (torch>=2.10.0,<=2.14.0), as in pyproject.toml
 source scripts/installer.sh   # venv_create, pip_install, pip_uninstall: uv where it can be had, else pip
 
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
@@ -34,11 +35,33 @@ prepare_venv() {  # the venv and, first of all, the pinned CPU torch
   pip_install "$1" -q "torch==$TORCH_VERSION"
 }
 
+kept_torch() {  # kept_torch DIR: the version of a torch DIR's python already has, if llmcompressor accepts it
+  "$1/bin/python" - $TORCH_ACCEPTED 2>/dev/null <<'PY' || true
+import importlib.metadata, sys
+version = importlib.metadata.version("torch")
+number = tuple(int(x) for x in version.split("+")[0].split(".")[:3])
+low, high = (tuple(int(x) for x in bound.split(".")) for bound in sys.argv[1:3])
+print(version if low <= number <= high else "")
+PY
+}
+
 main_stamp=$(stamp_of pyproject.toml "$MAIN_LOCK")
 if needs_build "$MAIN_VENV" "$main_stamp"; then
   echo "setup: installing the main environment into $MAIN_VENV"
-  prepare_venv "$MAIN_VENV"
-  pip_install "$MAIN_VENV" -q -c "$MAIN_LOCK" -e ".[dev,ray]"
+  venv_create "$MAIN_VENV"
+  torch_kept=$(kept_torch "$MAIN_VENV")
+  main_constraints=$MAIN_LOCK
+  if [[ -n $torch_kept ]]; then
+    # A torch the machine came with (e.g. a CUDA build in a venv made with --system-site-packages) stays:
+    # the lock's torch pin is left out so nothing replaces it.
+    echo "setup: keeping torch $torch_kept (llmcompressor accepts ${TORCH_ACCEPTED/ / to })"
+    main_constraints=$(mktemp)
+    trap 'rm -f "$main_constraints"' EXIT
+    grep -v -E '^torch==' "$MAIN_LOCK" > "$main_constraints"
+  else
+    pip_install "$MAIN_VENV" -q "torch==$TORCH_VERSION"   # first and pinned (see prepare_venv)
+  fi
+  pip_install "$MAIN_VENV" -q -c "$main_constraints" -e ".[dev,ray]"
   echo "$main_stamp" > "$MAIN_VENV/.quant-stamp"
 else
   echo "setup: $MAIN_VENV is up to date"
@@ -59,8 +82,11 @@ if needs_build "$SERVE_VENV" "$serve_stamp"; then
   echo "setup: installing the serving environment ($SERVE_REQS) into $SERVE_VENV"
   prepare_venv "$SERVE_VENV"
   pip_install "$SERVE_VENV" -q -c "$SERVE_LOCK" -r "$SERVE_REQS"
-  # The index serves CUDA builds of these; next to the CPU torch they make `import vllm` fail.
-  pip_uninstall "$SERVE_VENV" torchvision torchaudio torchcodec || true
+  if [[ $SERVE_REQS == *cpu* ]]; then
+    # The index serves CUDA builds of these; next to the CPU torch they make `import vllm` fail. vllm on CUDA
+    # needs them (torchvision for its model registry): there they stay.
+    pip_uninstall "$SERVE_VENV" torchvision torchaudio torchcodec || true
+  fi
   "$SERVE_VENV/bin/python" -c "import vllm; print('setup: serving engine vllm', vllm.__version__)"
   echo "$serve_stamp" > "$SERVE_VENV/.quant-stamp"
 else

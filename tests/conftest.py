@@ -14,3 +14,10 @@ os.environ["QUANT_CHECK_CACHE"] = os.path.join(
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+
+
+def pytest_collection_modifyitems(items):
+    from tests.parallel import on_a_worker, slow_files_first
+
+    if on_a_worker():
+        slow_files_first(items)

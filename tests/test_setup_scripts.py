@@ -70,3 +70,64 @@ def test_pip_only_and_uv_only(tmp_path):
     assert code == 0 and calls == ["venv-python -m pip install -q torch==2.13.0"]
     code, calls = _install(tmp_path / "uv", uv_exit=1, installer="uv")
     assert code != 0 and len(calls) == 1 and calls[0].startswith("uv pip install")
+
+
+def _setup(tmp_path: Path, gpu: bool, torch_in_main_venv: str = "") -> tuple[int, str, list[str]]:
+    """scripts/setup.sh with fakes for uv, nvidia-smi (a GPU when `gpu`), bwrap and the two venvs' python (the
+    main one reports `torch_in_main_venv` as its installed torch)."""
+    calls, bin_dir, site = tmp_path / "calls", tmp_path / "bin", tmp_path / "site"
+    bin_dir.mkdir(parents=True)
+    if torch_in_main_venv:
+        (site / f"torch-{torch_in_main_venv}.dist-info").mkdir(parents=True)
+        (site / f"torch-{torch_in_main_venv}.dist-info/METADATA").write_text(
+            f"Metadata-Version: 2.1\nName: torch\nVersion: {torch_in_main_venv}\n")
+    fakes = {bin_dir / "uv": 'echo "uv $*" >> CALLS', bin_dir / "bwrap": "true",
+             # set-up asks this python for its torch: the real interpreter answers, seeing only a stand-in dist-info
+             tmp_path / "main/bin/python": f'if [ "$1" = "-" ]; then PYTHONPATH={site} exec {sys.executable} -S "$@"; fi\n'
+                                            'echo "main-python $*" >> CALLS',
+             tmp_path / "serve/bin/python": 'echo "serve-python $*" >> CALLS'}
+    if gpu:
+        fakes[bin_dir / "nvidia-smi"] = "true"
+    for path, body in fakes.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text('#!/bin/sh\n[ "$1" = "--version" ] && echo "uv 0.0.0" && exit 0\n'
+                        + body.replace("CALLS", str(calls)) + "\n")
+        path.chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}:/usr/bin:/bin", "PYTHON": sys.executable, "QUANT_SKIP_GPTQMODEL": "1",
+           "QUANT_MAIN_VENV": str(tmp_path / "main"), "QUANT_SERVE_VENV": str(tmp_path / "serve")}
+    proc = subprocess.run(["bash", "scripts/setup.sh"], cwd=REPO, env=env, capture_output=True, text=True)
+    return proc.returncode, proc.stdout + proc.stderr, calls.read_text().splitlines() if calls.exists() else []
+
+
+def test_setup_on_a_gpu_installs_vllm_for_cuda_and_keeps_what_it_needs(tmp_path):
+    code, output, calls = _setup(tmp_path / "gpu", gpu=True)
+    assert code == 0, output
+    assert any("-c requirements/serve-cuda.lock -r requirements/serve-cuda.txt" in call for call in calls)
+    assert not any("uninstall" in call for call in calls)          # torchvision & co: vllm on CUDA needs them
+    code, output, calls = _setup(tmp_path / "cpu", gpu=False)
+    assert code == 0, output
+    assert any("-r requirements/serve-cpu.txt" in call for call in calls)
+    assert any(call.startswith("uv pip uninstall") and call.endswith("torchvision torchaudio torchcodec")
+               for call in calls)
+
+
+def test_setup_keeps_a_torch_the_machine_has_where_llmcompressor_accepts_it(tmp_path):
+    code, output, calls = _setup(tmp_path / "kept", gpu=True, torch_in_main_venv="2.12.0+cu128")
+    main = [call for call in calls if f"{tmp_path}/kept/main/bin/python" in call]
+    assert code == 0 and "keeping torch 2.12.0+cu128 (llmcompressor accepts 2.10.0 to 2.14.0)" in output, output
+    assert not any("torch==" in call for call in main) and "requirements/main.lock" not in main[-1]
+    code, output, calls = _setup(tmp_path / "old", gpu=True, torch_in_main_venv="2.9.1+cu126")
+    main = [call for call in calls if f"{tmp_path}/old/main/bin/python" in call]
+    assert code == 0 and main[0].endswith("-q torch==2.13.0") and "-c requirements/main.lock" in main[1]
+
+
+def test_the_main_environment_accepts_the_torch_range_llmcompressor_accepts():
+    import importlib.metadata
+    import tomllib
+
+    from packaging.requirements import Requirement
+
+    ours = next(Requirement(r) for r in tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+                ["dependencies"] if Requirement(r).name == "torch")
+    theirs = next(Requirement(r) for r in importlib.metadata.requires("llmcompressor") if r.startswith("torch"))
+    assert ours.specifier == theirs.specifier

@@ -10,20 +10,24 @@ from evals.backends import inprocess_lm
 from evals.task_facts import TASKS_DIR
 from evals.runner import evaluate_task
 from core.recipe import Task
+from quantize.calibration_sources import SHIPPED
 from reports.metric_kinds import higher_is_better, is_mean_metric
 from tests.helpers import DEMO_MODEL
 TASK_DIR = TASKS_DIR / "python_docs_ppl"
 
 
-def _documents(name: str) -> list[dict]:
-    return [json.loads(line) for line in (TASK_DIR / name).read_text().splitlines()]
+def _documents(path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
 
 
-def test_the_corpus_is_shipped_and_calibration_texts_come_from_other_modules():
-    test, calibration = _documents("test.jsonl"), _documents("calibration.jsonl")
+def test_the_corpus_is_shipped_and_calibration_sets_come_from_other_modules():
+    test = _documents(TASK_DIR / "test.jsonl")
     assert len(test) == 60 and len({d["module"] for d in test}) == 60
     assert all(800 <= len(d["text"]) <= 4000 for d in test)
-    assert not {d["module"] for d in test} & {d["module"] for d in calibration}
+    for shipped in SHIPPED.values():
+        calibration = _documents(shipped)
+        assert not {d["module"] for d in test} & {d["module"] for d in calibration}
+        assert not any(d["text"] in c["text"] for d in test for c in calibration)
 
 
 def _loglikelihood(lm, text: str) -> float:
@@ -36,7 +40,7 @@ def _loglikelihood(lm, text: str) -> float:
 
 def test_each_document_is_scored_in_bits_per_byte_as_a_pairable_mean(tmp_path):
     # short documents (the demo model's context is 512 tokens), so one forward pass scores each whole
-    texts = [d["text"][:300] for d in _documents("test.jsonl")[:4]]
+    texts = [d["text"][:300] for d in _documents(TASK_DIR / "test.jsonl")[:4]]
     data = tmp_path / "docs.jsonl"
     data.write_text("".join(json.dumps({"text": t}) + "\n" for t in texts))
     lm = inprocess_lm(DEMO_MODEL)

@@ -28,6 +28,7 @@ def test_loadgen_streams_and_records(fake):
     assert recs[4].error is not None and recs[4].output_tokens == 2
 
 
+@pytest.mark.exclusive_cpu   # times measured by this process: a busy neighbour shifts them
 def test_a_stream_delivered_in_one_burst_is_flagged(fake):
     prompts = [[1] * 12, [503] * 12, [1] * 12, [503] * 12]
     recs = asyncio.run(run_closed_loop(fake.url + "/v1/completions", "m", prompts, output_tokens=10, concurrency=1))
@@ -66,6 +67,7 @@ def test_synthetic_prompts_exact_and_deterministic(tokenizer_dir):
     assert len({tuple(p) for p in a}) == 5
 
 
+@pytest.mark.exclusive_cpu   # times measured by this process: a busy neighbour shifts them
 def test_open_loop_dirty_profile_sends_what_it_planned(fake, tokenizer_dir):
     from perf.prompts import PromptMaker
     from perf.requests import plan_level

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from perf.run import run_workload
 from core.recipe_perf import Workload
 from tests.perf.fake_vllm import GAP_S
@@ -21,6 +23,7 @@ def test_run_workload_levels_warmup_progress(fake, tokenizer_dir):
     assert res["points"][0]["tpot_ms"]["p50"] >= GAP_S * 1000 * 0.8   # the fake sleeps GAP_S per token
 
 
+@pytest.mark.exclusive_cpu   # times measured by this process: a busy neighbour shifts them
 def test_rate_search_finds_the_knee_of_a_one_at_a_time_server(fake, tokenizer_dir):
     # Served one at a time, 2 tokens x 20 ms each: up to ~25 req/s no request waits; above it the queue grows
     # by (40 ms - 1/rate) per request, so 16 evenly spaced requests keep E2E <= 200 ms up to ~38 req/s.

@@ -62,6 +62,12 @@ def test_every_command_errors_with_one_prefix(argv):
     assert len(out.strip().splitlines()) == 1
 
 
+def test_a_bad_out_url_is_reported_before_the_recipe_is_read():
+    code, out = quant("sweep", "missing-recipe.yaml", "--out", "nosuchprotocol://bucket/run")
+    assert code == exit_codes.BAD_INPUT and out.startswith("sweep error: nosuchprotocol://bucket/run: "), out
+    assert "missing-recipe.yaml" not in out
+
+
 def test_the_gates_exit_codes_are_the_commands():
     assert EXIT == {"pass": exit_codes.OK, "regression": exit_codes.FAILED, "error": exit_codes.BAD_INPUT,
                     "inconclusive": exit_codes.INCONCLUSIVE}

@@ -65,8 +65,8 @@ def test_every_problem_at_once_one_line_each(tmp_path, hidden_576):
                 ":7: variants.3.algoritm: unknown field",
                 ":8: tasks.1: no task 'gsm8kk' in evals/tasks or lm-eval; did you mean gsm8k",
                 ":8: tasks.2.data_files: no such file: missing.jsonl",
-                ":9: calibration.source: calibration source 'no-such-calibration.jsonl' is neither \"demo\" nor an "
-                "existing JSONL file (needed by w4)"]
+                ":9: calibration.source: calibration source 'no-such-calibration.jsonl': no such file or directory "
+                "(needed by w4)"]
     for line, want in zip(problems, expected):
         assert want in line, (want, problems)
 
@@ -293,3 +293,16 @@ def test_largest_fitting_checkpoint_serves_on_vllm(hidden_576, tmp_path):
         reply = httpx.post(server.completions_url, json={"model": "lf", "prompt": "12 + 7 =", "max_tokens": 4},
                            timeout=120).json()
     assert reply["usage"]["completion_tokens"] == 4
+
+
+def test_calibration_messages_are_checked_against_the_models_chat_template(tmp_path, hidden_576):
+    """Validation builds the calibration set with the model it will quantize: no chat template, one line."""
+    chats = tmp_path / "chats.jsonl"
+    chats.write_text(json.dumps({"messages": [{"role": "user", "content": "hi"}]}) + "\n")
+    path = _recipe(tmp_path, hidden_576, "  - {name: w4, weights: {num_bits: 4, group_size: 64}, algorithm: gptq}\n",
+                   extra=f"calibration: {{source: {chats}, messages: messages, num_samples: 1}}\n")
+    with pytest.raises(RecipeError) as err:
+        check_file(path)
+    assert err.value.problems == [f"{path}:7: calibration.source: calibration.messages 'messages': the model's "
+                                  f"tokenizer has no chat template; give a text column with calibration.column "
+                                  f"instead (needed by w4)"]

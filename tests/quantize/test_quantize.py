@@ -12,7 +12,6 @@ from core.recipe import Calibration, Variant, WeightSpec
 from quantize import schemes
 from quantize.backends import BACKENDS, get_backend
 from quantize.backends import llmcompressor as lc
-from quantize.calibration import calibration_texts, texts_sha256
 from tests.helpers import REPO
 
 
@@ -167,34 +166,6 @@ def test_awq_pin_memory_patch_is_scoped():
         if not torch.cuda.is_available():
             assert IntermediatesCache.pin_memory is not original
     assert IntermediatesCache.pin_memory is original
-
-
-# --- calibration -------------------------------------------------------------------------------------
-
-def test_calibration_deterministic_and_mixed():
-    from demo.tasks import GENERATORS
-    from demo.tasks.build import eval_items
-
-    a = calibration_texts(Calibration(num_samples=30, seed=3))
-    assert a == calibration_texts(Calibration(num_samples=30, seed=3))
-    assert texts_sha256(a) == texts_sha256(list(a))
-    assert a != calibration_texts(Calibration(num_samples=30, seed=4))
-    assert len(a) == 30
-    assert any(t.startswith("Question:") for t in a) and any(t.startswith("def ") for t in a)
-    assert any(t.startswith("Extract ") for t in a)
-    test_prompts = {GENERATORS[t].prompt_of(d) for t in GENERATORS for d in eval_items(t)}
-    assert not any(t.startswith(p) for t in a for p in test_prompts)
-
-
-def test_calibration_jsonl(tmp_path):
-    path = tmp_path / "c.jsonl"
-    path.write_text("".join(json.dumps({"text": f"t{i}"}) + "\n" for i in range(5)))
-    assert calibration_texts(Calibration(source=str(path), num_samples=3)) == ["t0", "t1", "t2"]
-    with pytest.raises(FileNotFoundError, match="neither"):
-        calibration_texts(Calibration(source=str(tmp_path / "missing.jsonl")))
-    path.write_text('{"txt": 1}\n')
-    with pytest.raises(ValueError, match=":1: .*text"):
-        calibration_texts(Calibration(source=str(path)))
 
 
 # --- one real quantization ---------------------------------------------------------------------------

@@ -55,6 +55,20 @@ def test_choose_fastest_within_drop(run):
     assert "--model /ckpt" in choice["serve_command"] or "/ckpt" in choice["serve_command"]
 
 
+
+def test_choose_reads_a_lower_is_better_metric_the_right_way(tmp_path):
+    """bits/byte rises when a variant gets worse: +0.13 is a drop of 0.13, and -0.01 is no drop at all."""
+    from tests.fixtures import accuracy
+    def ppl(value, tok_s):
+        return {**variant({}, tok_s=tok_s), "accuracy": {"docs": accuracy(value, metric="bits_per_byte",
+                                                                            aggregation="bits_per_byte")}}
+    run = write_run(tmp_path / "run", {"bf16": ppl(1.00, 100), "worse": ppl(1.13, 300), "better": ppl(0.99, 150)})
+    code, out = quant("choose", str(run), "--task", "docs", "--max-drop", "0.05", "--json")
+    assert code == 0, out
+    choice = json.loads(out)["choices"]["docs"]
+    assert choice["variant"] == "better", choice
+    assert "accuracy drop 0.130 > 0.050" in choice["rejected"]["worse"]
+
 @pytest.fixture
 def paired_run(tmp_path):
     """bf16 right on 180 of 200; 'drop' loses 24 of those; 'same' flips 2 each way; 'tiny' scored 10 items."""

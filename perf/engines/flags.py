@@ -1,0 +1,154 @@
+"""The flags the installed engine's server accepts, read from its own argument parser and cached per engine
+version, so a recipe's `engine.args` are checked before any work (a flag vLLM does not have would otherwise
+reach it: some builds serve anyway, silently leaving the default in force)."""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from perf.engines.vllm import ENTRYPOINT
+
+PROBE_TIMEOUT_S = 600   # importing vLLM takes tens of seconds on a busy small machine
+
+# Run in the engine's python: start the server's entry point as `python -m` would, stop it where it parses its
+# arguments, and print what its parser accepts. No import path of vLLM's is named, so this follows whatever
+# parser the installed version builds.
+_PROBE = r"""
+import argparse, json, runpy, sys, warnings
+warnings.simplefilter("ignore")
+class Captured(Exception):
+    pass
+originals = {name: getattr(argparse.ArgumentParser, name) for name in ("parse_args", "parse_known_args")}
+def capturing(name):
+    def parse(self, *args, **kwargs):
+        if any("--max-model-len" in a.option_strings for a in self._actions):
+            raise Captured(self)
+        return originals[name](self, *args, **kwargs)
+    return parse
+for name in originals:
+    setattr(argparse.ArgumentParser, name, capturing(name))
+sys.argv = [ENTRYPOINT]
+try:
+    runpy.run_module(ENTRYPOINT, run_name="__main__", alter_sys=True)
+except Captured as captured:
+    def plain(values):
+        return [str(v) for v in values] if values is not None and all(
+            isinstance(v, (str, int, float)) for v in values) else None
+    flags = {}
+    for action in captured.args[0]._actions:
+        for option in action.option_strings:
+            if option.startswith("--"):
+                flags[option] = {"takes_value": action.nargs != 0, "choices": plain(action.choices),
+                                 "type": getattr(action.type, "__name__", None)}
+    print("QUANT_ENGINE_FLAGS " + json.dumps(flags))
+    sys.exit(0)
+sys.exit("the server's entry point returned without parsing its arguments")
+""".replace("ENTRYPOINT", repr(ENTRYPOINT))
+
+# Flags the sweep sets itself on every server it starts.
+SET_BY_THE_SWEEP = {
+    "model": "the sweep serves each variant's checkpoint",
+    "served_model_name": "the sweep names each server after its variant",
+    "host": "the sweep serves on 127.0.0.1",
+    "port": "the sweep picks a free port",
+    "dtype": "set `engine.dtype` instead",
+}
+
+
+class FlagsUnknown(Exception):
+    """The engine's flags could not be read (its python has no server entry point we can probe)."""
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("QUANT_ENGINE_FLAGS_DIR") or Path.home() / ".cache" / "quant-suite" / "engine-flags")
+
+
+def engine_flags_known(python: str, facts: dict, env: dict[str, str] | None = None) -> dict[str, dict]:
+    """{"--flag": {takes_value, choices, type}} of the engine at `python` (facts: perf.engines.vllm.engine_facts),
+    cached per engine distribution and version; FlagsUnknown when the probe cannot read them."""
+    cached = _cache_file(facts)
+    if cached is not None and cached.is_file():
+        try:
+            return json.loads(cached.read_text())
+        except ValueError:
+            pass   # a damaged cache file: probe again
+    flags = _probe(python, env)
+    if cached is not None:
+        try:
+            cached.parent.mkdir(parents=True, exist_ok=True)
+            partial = cached.with_suffix(f".{os.getpid()}.tmp")
+            partial.write_text(json.dumps(flags, sort_keys=True))
+            partial.replace(cached)
+        except OSError:
+            pass   # an unwritable cache only costs the next validation the probe
+    return flags
+
+
+def _cache_file(facts: dict) -> Path | None:
+    if not facts.get("distribution") or not facts.get("version"):
+        return None
+    name = f"{facts['distribution']}-{facts['version']}.json".replace(os.sep, "_")
+    return cache_dir() / name
+
+
+def _probe(python: str, env: dict[str, str] | None) -> dict[str, dict]:
+    try:
+        proc = subprocess.run([python, "-c", _PROBE], capture_output=True, text=True, timeout=PROBE_TIMEOUT_S,
+                              env={**os.environ, **(env or {})})
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise FlagsUnknown(f"{type(exc).__name__}: {exc}") from None
+    for line in proc.stdout.splitlines():
+        if line.startswith("QUANT_ENGINE_FLAGS "):
+            return json.loads(line.removeprefix("QUANT_ENGINE_FLAGS "))
+    last = (proc.stderr.strip().splitlines() or proc.stdout.strip().splitlines() or ["no output"])[-1]
+    raise FlagsUnknown(f"{python} did not report its server's flags ({last[:200]})")
+
+
+def flag_problems(args: dict[str, Any], flags: dict[str, dict]) -> list[tuple[str, str]]:
+    """(key, message) per engine argument the server would refuse or misread, as perf.engines.vllm.engine_flags
+    passes it: an unknown flag (with the nearest names), a value where the flag takes none or none where it
+    takes one, a value outside its choices or not of its numeric type, and a flag the sweep sets itself."""
+    names = sorted({f[2:].replace("-", "_") for f in flags if not f.startswith("--no-")})
+    problems = []
+    for key, value in args.items():
+        flag = "--" + key.replace("_", "-").lstrip("-")
+        name = flag[2:].replace("-", "_")
+        if name in SET_BY_THE_SWEEP:
+            problems.append((key, f"not an engine argument of a recipe: {SET_BY_THE_SWEEP[name]}"))
+        elif flag not in flags:
+            near = difflib.get_close_matches(name, names, n=3, cutoff=0.75)
+            hint = f"; did you mean {', '.join(near)}?" if near else ""
+            problems.append((key, f"the engine has no flag {flag}{hint}"))
+        elif value is not None:
+            message = _value_problem(flag, value, flags)
+            if message:
+                problems.append((key, message))
+    return problems
+
+
+def _value_problem(flag: str, value: Any, flags: dict[str, dict]) -> str | None:
+    spec = flags[flag]
+    if value is False:
+        return None if f"--no-{flag[2:]}" in flags else f"{flag} has no --no- form: leave it out instead of false"
+    if value is True:
+        return f"{flag} takes a value, not true" if spec["takes_value"] else None
+    if not spec["takes_value"]:
+        return f"{flag} is a switch: give true or false, not {value!r}"
+    values = value if isinstance(value, (list, tuple)) else [value]
+    if spec["choices"] is not None and spec["type"] in (None, "str") and not isinstance(value, dict):
+        wrong = [str(v) for v in values if str(v) not in spec["choices"]]
+        if wrong:
+            return f"{wrong[0]!r} is not one of {flag}'s choices: {', '.join(spec['choices'])}"
+    numeric = {"int": int, "float": float}.get(spec["type"])
+    for v in values:
+        if numeric is not None and not isinstance(v, bool):
+            try:
+                numeric(str(v))
+            except ValueError:
+                return f"{flag} takes {'an integer' if numeric is int else 'a number'}, not {v!r}"
+    return None

@@ -1,0 +1,23 @@
+"""How the suite is spread over pytest-xdist workers: `make test` runs `-n 2 --dist loadfile
+--no-loadscope-reorder`. Each file goes to one worker as a unit (a module fixture such as a whole sweep or a
+Ray cluster is built once, and a file's tests that watch processes never see their own file's other sweeps),
+and the files that start the real engine are handed out first, so that no long file is left for last while
+the other worker idles."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+
+def on_a_worker() -> bool:
+    return "PYTEST_XDIST_WORKER" in os.environ
+
+
+def slow_files_first(items: list[pytest.Item]) -> None:
+    """Reorder `items` in place: every test of a file with an `integration` or `slow` test first, the order
+    within each part kept (the workers report this order, the scheduler keeps it)."""
+    slow = {item.nodeid.split("::")[0] for item in items
+            if item.get_closest_marker("integration") or item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.nodeid.split("::")[0] not in slow)

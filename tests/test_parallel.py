@@ -1,0 +1,88 @@
+"""`make test` on pytest-xdist workers (tests/parallel.py): a file's tests stay on one worker, so its module
+fixture is built once; the files with slow tests are handed out first; the other files spread over both
+workers. Checked on a generated suite run as the Makefile runs the real one."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+
+from tests.helpers import REPO
+
+CONFTEST = """\
+from tests.parallel import on_a_worker, slow_files_first
+
+
+def pytest_collection_modifyitems(items):
+    if on_a_worker():
+        slow_files_first(items)
+"""
+
+LOG = """\
+import os
+
+
+def log(what):
+    with open(os.environ["RAN"], "a") as out:
+        out.write(f"{os.environ['PYTEST_XDIST_WORKER']} {what}\\n")
+"""
+
+FREE = """\
+import time
+
+import pytest
+
+from log import log
+
+
+@pytest.mark.parametrize("n", range(3))
+def test_free(n):
+    time.sleep(0.2)
+    log(__name__)
+"""
+
+SLOW = """\
+import pytest
+
+from log import log
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def sweep():
+    log("sweep built")
+
+
+@pytest.mark.parametrize("n", range(4))
+def test_reads_the_sweep(sweep, n):
+    log(__name__)
+"""
+
+
+def test_a_files_fixture_is_built_once_slow_files_first_the_rest_spread(tmp_path):
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    (suite / "conftest.py").write_text(CONFTEST)
+    (suite / "log.py").write_text(LOG)
+    for letter in "abcdef":   # collected before the slow file
+        (suite / f"test_{letter}_free.py").write_text(FREE)
+    (suite / "test_z_slow.py").write_text(SLOW)
+    ran = tmp_path / "ran"
+    env = {**os.environ, "RAN": str(ran),
+           "PYTHONPATH": os.pathsep.join([str(REPO), str(suite), os.environ.get("PYTHONPATH", "")])}
+    argv = re.search(r"^PARALLEL := (.*)$", (REPO / "Makefile").read_text(), re.M).group(1).split()
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *argv, str(suite)],
+                          cwd=suite, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "22 passed" in proc.stdout
+    lines = [line.split(" ", 1) for line in ran.read_text().splitlines()]
+    assert [what for _, what in lines].count("sweep built") == 1
+    slow_on = {worker for worker, what in lines if what in ("sweep built", "test_z_slow")}
+    assert len(slow_on) == 1                                           # one worker ran the whole file
+    (slow_worker,) = slow_on
+    first = next(what for worker, what in lines if worker == slow_worker)
+    assert first == "sweep built"                                      # before any other file
+    assert {worker for worker, what in lines if what.endswith("_free")} == {"gw0", "gw1"}
