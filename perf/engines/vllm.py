@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import atexit
+import functools
 import json
 import os
 import shlex
@@ -82,11 +83,23 @@ print(json.dumps(facts))
 
 
 def engine_facts(python: str, env: dict[str, str] | None = None) -> dict:
-    """What the engine environment is: {distribution, version, device}; a value is None where unknown."""
+    """What the engine environment is: {distribution, version, device}; a value is None where unknown. Asked
+    once per process for the same interpreter (file unchanged) and environment: validation and the sweep
+    both need it."""
+    merged = {**os.environ, **(env or {})}
+    try:
+        stamp = os.stat(python).st_mtime_ns
+    except OSError:
+        stamp = None
+    return dict(_probe(python, stamp, tuple(sorted(merged.items()))))
+
+
+@functools.lru_cache(maxsize=16)
+def _probe(python: str, _stamp: int | None, env: tuple[tuple[str, str], ...]) -> dict:
     unknown = {"distribution": None, "version": None, "device": None}
     try:
         out = subprocess.run([python, "-c", _PROBE], capture_output=True, text=True, timeout=60,
-                             env={**os.environ, **(env or {})}).stdout.strip()
+                             env=dict(env)).stdout.strip()
     except (OSError, subprocess.TimeoutExpired):
         return unknown
     try:
