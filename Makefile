@@ -26,11 +26,11 @@ PARALLEL := -n 2 --dist loadfile --no-loadscope-reorder
 ALONE := $(shell grep -rl --include='test_*.py' 'mark.exclusive_cpu' tests)
 
 test: setup
-	$(PY) -m pytest -ra $(PARALLEL) -m "not exclusive_cpu"
+	$(PY) -m pytest -ra --durations=25 $(PARALLEL) -m "not exclusive_cpu"
 	$(PY) -m pytest -ra -m exclusive_cpu $(ALONE)
 
 test-fast: setup
-	$(PY) -m pytest -ra $(PARALLEL) -m "not integration and not exclusive_cpu"
+	$(PY) -m pytest -ra --durations=25 $(PARALLEL) -m "not integration and not exclusive_cpu"
 	$(PY) -m pytest -ra -m "exclusive_cpu and not integration" $(ALONE)
 
 # Regenerate requirements/*.lock (pip-compile) after changing pyproject.toml or requirements/serve-*.txt.

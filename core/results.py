@@ -102,6 +102,21 @@ class Latency(Record):
     p99_9: Measured = Field(None, alias="p99.9")
 
 
+class HostLoad(Record):
+    """The host's CPU while a perf level was measured: what our process tree took, what other processes took
+    (foreign), the load average at its end, and whether the foreign share flags the level (docs/perf.md)."""
+    wall_s: Number
+    cpus: Count
+    host_busy_cpu_s: Number
+    own_cpu_s: Number
+    foreign_cpu_s: Number
+    foreign_cores: Number
+    loadavg_1m: Number
+    loadavg_5m: Number | None = None
+    limit_cores: Number
+    foreign_load: StrictBool
+
+
 class PerfPoint(Record):
     """One load level of a workload (a concurrency or a request rate)."""
     concurrency: Count | None = None
@@ -122,9 +137,14 @@ class PerfPoint(Record):
     slo_attainment: Measured = None
     send_lag_ms: Latency | None = None
     offered_rps: Measured = None
+    host_load: HostLoad | None = None   # absent in runs made before it was recorded
     server_check: dict[str, Any] | None = None
     server_rss_bytes: Count | None = None
     server_gpu_bytes: Count | None = None
+
+    @property
+    def foreign_load(self) -> bool:
+        return bool(self.host_load and self.host_load.foreign_load)
 
 
 class Placement(Record):

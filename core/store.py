@@ -8,6 +8,7 @@ removed by `remove_leftovers` and `Cache.remove_leftovers`, never taken for a fi
 
 from __future__ import annotations
 
+import fcntl
 import filecmp
 import json
 import os
@@ -183,6 +184,25 @@ class Cache:
         _fsync(final.parent, directory=True)
         write_text(final / "done", "")
         return final
+
+    @contextmanager
+    def building(self, stage: str, key: str, on_wait=None) -> Iterator[bool]:
+        """Hold the lock of one cache key while its stage is built; yields whether the stage still needs
+        building (another sweep on this cache may have finished it while this one waited). A kernel file lock:
+        it goes with the process that holds it, however that ends; on_wait() is called if another holds it."""
+        locks = self.root / ".locks"
+        locks.mkdir(parents=True, exist_ok=True)
+        fd = os.open(locks / f"{stage}-{key}.lock", os.O_RDWR | os.O_CREAT, 0o666)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                if on_wait:
+                    on_wait()
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            yield not self.has(stage, key)
+        finally:
+            os.close(fd)
 
     def staging(self, stage: str, key: str) -> Path:
         """A fresh directory to build a stage output in, removed by remove_leftovers once this process is gone."""

@@ -13,10 +13,14 @@ def _empirical_values(spec) -> np.ndarray:
     if spec.values:
         return np.asarray(spec.values)
     values = []
-    for line in Path(spec.file).read_text().splitlines():
+    for number, line in enumerate(Path(spec.file).read_text().splitlines(), 1):
         line = line.strip()
         if line:
-            values.append(int(json.loads(line)[spec.field]) if spec.field else int(line))
+            try:
+                values.append(int(json.loads(line)[spec.field]) if spec.field else int(line))
+            except (ValueError, KeyError, TypeError):
+                what = f"a JSON object with an integer {spec.field!r}" if spec.field else "an integer"
+                raise ValueError(f"{spec.file}:{number}: not {what}: {line[:80]!r}") from None
     if not values:
         raise ValueError(f"{spec.file}: no lengths in it")
     return np.asarray(values)

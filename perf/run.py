@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from perf.engines.vllm import VLLMServer
+from perf.host_load import host_load, read_cpu
 from perf.loadgen import RequestRecord, make_client, no_gc_pauses, run_closed_loop, run_open_loop
 from perf.metrics import summarize
 from perf.prompts import PromptMaker
@@ -152,6 +153,7 @@ class _Run:
         started = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
         with no_gc_pauses():
             before = await read_counters(client, self.base_url)
+            cpu_before = read_cpu()
             t0 = time.perf_counter()
             if kind == "concurrency":
                 recs = await run_closed_loop(url, model, prompts, outputs, int(level), client=client,
@@ -160,6 +162,7 @@ class _Run:
                 recs = await run_open_loop(url, model, prompts, outputs, [r.offset_s for r in plan],
                                            max_concurrency=w.max_concurrency, client=client, on_done=self.tick)
             wall = time.perf_counter() - t0
+            cpu_after = read_cpu()
             after = await read_counters(client, self.base_url)
         sampler.cancel()
         for rec, planned in zip(recs, plan):
@@ -170,6 +173,7 @@ class _Run:
             span = plan[-1].offset_s - plan[0].offset_s
             point["offered_rps"] = (len(plan) - 1) / span if span > 0 else None
         ok = [r for r in recs if r.error is None]
+        point["host_load"] = host_load(cpu_before, cpu_after)
         point["server_check"] = crosscheck(before, after, sum(r.output_tokens for r in ok),
                                            sum(r.prompt_tokens or 0 for r in ok))
         if self.server is not None:
@@ -218,6 +222,11 @@ def _warnings(label: str, records: list[dict], plan: list, point: dict) -> list[
         out.append(f"{label}: {bursts} of {len(ok)} streamed responses arrived in one burst: the client was not "
                    "scheduled while the server streamed them, or something buffered the stream; their TTFT reads "
                    "late and their TPOT/ITL near zero")
+    load = point.get("host_load")
+    if load and load["foreign_load"]:
+        out.append(f"{label}: measured under foreign load: other processes took {load['foreign_cores']:.2f} cores "
+                   f"on average (flagged from {load['limit_cores']:g}; load average {load['loadavg_1m']:.2f} on "
+                   f"{load['cpus']} CPUs): these numbers may be the machine's, not the variant's")
     check = point.get("server_check")
     if check and not check["match"]:
         out.append(f"{label}: server generated {check['server_output_tokens']} tokens, "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import signal
 import sys
@@ -18,7 +19,8 @@ READERS = ("gate", "choose", "compare", "report")
 
 SWEEP_EXIT_CODES = """exit codes:
   0    every variant ok, or declared unsupported by the engine (recorded, scored in-process)
-  1    a variant failed: crash, quantization or measurement error (--allow-failed: 0)
+  1    a variant failed: crash, quantization or measurement error (--allow-failed: 0); or the disk filled up
+       (one line; free space and re-run: finished stages are cached)
   2    bad input, found before any work: every recipe problem listed, one line each
   130  interrupted (Ctrl-C), 143 terminated (SIGTERM): servers stopped, finished stages cached; re-run to continue"""
 # A list flag takes several values after it and may be repeated: `--task a b` and `--task a --task b`.
@@ -51,13 +53,12 @@ def _library_defaults() -> None:
 
 def cmd_sweep(args) -> int:
     from core.remote import RemoteError, locate
+    from quant.validate import check_file
 
     try:   # a bad --out is found from the command line alone, before the recipe is read
         location = locate(args.out, "runs") if args.out else None   # a directory or an fsspec URL
     except RemoteError as exc:
         return fail(args, str(exc))
-    from quant.validate import check_file
-
     recipe, _ = check_file(args.recipe)   # every problem at once (RecipeError: exit 2), before any work
     from evals.sandbox import IsolationRequired   # the sweep's modules only for a recipe that can run
     from perf.engines.process import EngineStartError
@@ -75,6 +76,12 @@ def cmd_sweep(args) -> int:
                             allow_unisolated_code=args.allow_unisolated_code)
     except (ModelNotFound, EngineStartError, IsolationRequired, RemoteError) as exc:
         return fail(args, str(exc))
+    except OSError as exc:
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        print(f"sweep error: {exc.filename or out}: {exc.strerror}; free space and re-run (finished stages are "
+              "cached)", file=sys.stderr)
+        return exit_codes.FAILED
     import sqlite3
     from quant.history import db_path, record
     print((out / "pareto.md").read_text())
@@ -139,6 +146,8 @@ def cmd_gate(args) -> int:
         check_policy_tasks(policy, list(baseline.get("accuracy", {})), source)
         if args.rule:
             policy = policy.model_copy(update={"rule": args.rule})
+        if args.allow_foreign_load:
+            policy = policy.model_copy(update={"perf": policy.perf.model_copy(update={"allow_foreign_load": True})})
         checks = compare(baseline, candidate, policy, args.allow_partial_overlap, source, args.allow_undeployable)
     except GateInputError as exc:
         return fail(args, str(exc))
@@ -342,6 +351,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--allow-undeployable", action="store_true",
                    help="gate the accuracy of a variant recorded failed or unsupported (default: exit 2, it cannot "
                    "be deployed); every line and report says so, and perf is not gated")
+    g.add_argument("--allow-foreign-load", action="store_true",
+                   help="gate perf measured while other processes took CPU (default: such perf checks are "
+                   "inconclusive); each check says so")
     g.set_defaults(func=cmd_gate)
 
     c = sub.add_parser("choose", help="the variant to deploy per task, why, and its serve command")

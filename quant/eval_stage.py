@@ -49,7 +49,11 @@ class EvalStage:
 
     def run(self, session: Session) -> None:
         for task in self.todo:
-            run_eval(self.ctx, session.lm, task, self.keys[task.key], self.variant.name)
+            key = self.keys[task.key]
+            with self.ctx.cache.building(STAGE_EVAL, key, on_wait=lambda: self.ctx.reporter.log(
+                    f"  eval {task.key}: another sweep on this cache is scoring it; waiting")) as needed:
+                if needed:
+                    run_eval(self.ctx, session.lm, task, key, self.variant.name)
 
     def collect(self, record: dict) -> None:
         vdir = self.ctx.variant_dir(self.variant.name)

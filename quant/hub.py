@@ -18,6 +18,10 @@ NOT_SERVED = ["original/*", "*.pth", "*.pt", "*.gguf", "*.onnx", "*.h5", "*.msgp
               "*.mlmodel", "flax_model*", "tf_model*", "rust_model*"]
 
 
+# What the checks before work read from a hub repo: configuration, tokenizer and chat template.
+SMALL_FILES = ["*.json", "*.jinja", "*.txt", "*.model", "*.tiktoken"]
+
+
 class HubError(Exception):
     """A hub model or dataset that cannot be had; the message is one line for the user."""
 
@@ -29,13 +33,18 @@ def is_hub_id(ref: str) -> bool:
 
 
 def fetch_config(repo_id: str, revision: str | None) -> Path:
-    """The model's config.json alone (the check before any work reads shapes from it); returns the snapshot
-    directory that holds it."""
-    from huggingface_hub import hf_hub_download
+    """The model's config.json, then its small files (tokenizer, chat template), for the checks before any work
+    (shapes; calibration `messages` rendered with the chat template); no weights. Returns the snapshot
+    directory. A problem with the repo shows on config.json already."""
+    from huggingface_hub import hf_hub_download, snapshot_download
     try:
-        return Path(hf_hub_download(repo_id, "config.json", revision=revision)).parent
+        config = Path(hf_hub_download(repo_id, "config.json", revision=revision))
     except Exception as exc:  # noqa: BLE001 - the client raises many kinds; each becomes one line
         raise HubError(explain(exc, "model", repo_id, revision)) from None
+    try:
+        return Path(snapshot_download(repo_id, revision=revision, allow_patterns=SMALL_FILES))
+    except Exception:  # noqa: BLE001 - e.g. offline with config.json alone cached: what needs more says so
+        return config.parent
 
 
 def fetch_model(repo_id: str, revision: str | None, log: Callable[[str], None] = print) -> Path:
@@ -106,7 +115,7 @@ def explain(exc: Exception, kind: str, repo_id: str, revision: str | None, confi
     if any(isinstance(e, RepositoryNotFoundError) for e in chain) or "doesn't exist on the Hub" in said:
         return (f"{what}: no such {kind} on the hub ({constants.ENDPOINT}); if it is private, set HF_TOKEN to a "
                 "token that can read it")
-    if any(isinstance(e, RemoteEntryNotFoundError) for e in chain):
+    if kind == "model" and any(isinstance(e, RemoteEntryNotFoundError) for e in chain):
         return f"{what} has no config.json: not a transformers model repo"
     offline = any(isinstance(e, OfflineModeIsEnabled) for e in chain) or (
         isinstance(exc, LocalEntryNotFoundError) and "outgoing traffic has been disabled" in str(exc)) or (

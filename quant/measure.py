@@ -9,11 +9,14 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, ExitStack, contextmanager
 from typing import Protocol
 
+from rich.markup import escape
+
 from core.hashing import digest
 from core.recipe import Variant
 from core.store import write_jsonl
-from perf.engines import ENGINES, EngineStartError
+from perf.engines import ENGINES, EngineDiedError, EngineStartError
 from perf.engines.known_unsupported import known_refusal
+from perf.engines.process import DEATH_WAIT_S
 from quant.context import Checkpoint, Session, StageError, SweepContext
 from quant.eval_stage import EvalStage
 from quant.kl_stage import KlStage
@@ -43,7 +46,11 @@ def measure_variant(ctx: SweepContext, variant: Variant, checkpoint: Checkpoint,
         reason = ctx.cache.load_json(STAGE_SERVE_FAILURES, serve_failure_key)["reason"]
         ctx.reporter.log(f"  engine rejected this variant before (cached): {reason}")
     else:
-        reason = _measure_served(ctx, variant, checkpoint, record)
+        try:
+            reason = _measure_served_restarting(ctx, variant, checkpoint, record)
+        except EngineDiedError as exc:
+            record.update(status="failed", reason=f"{exc} (after one restart)")
+            return
         if reason:
             ctx.cache.save_json(STAGE_SERVE_FAILURES, serve_failure_key, {"reason": reason})
     if reason:
@@ -73,8 +80,25 @@ def _run_stages(stages: list[Stage], session: Callable[[], AbstractContextManage
     return opened
 
 
+def _measure_served_restarting(ctx: SweepContext, variant: Variant, checkpoint: Checkpoint,
+                               record: dict) -> str | None:
+    """_measure_served, once more on a fresh server when the first died while serving (what finished before is
+    cached and not redone); a second death is raised. Each death is kept in the record's engine_deaths."""
+    try:
+        return _measure_served(ctx, variant, checkpoint, record)
+    except EngineDiedError as exc:
+        record.setdefault("engine_deaths", []).append(str(exc))
+        ctx.reporter.log(f"  {escape(str(exc))}; restarting it once", style="red")
+    try:
+        return _measure_served(ctx, variant, checkpoint, record)
+    except EngineDiedError as exc:
+        record["engine_deaths"].append(str(exc))
+        raise
+
+
 def _measure_served(ctx: SweepContext, variant: Variant, checkpoint: Checkpoint, record: dict) -> str | None:
-    """Returns the engine's reason if it cannot serve the variant."""
+    """Returns the engine's reason if it cannot serve the variant; EngineDiedError if the server died while
+    serving (the stage it was running is not cached)."""
     engine_args = {**ctx.recipe.engine.args, **variant.engine_args}
     evals = EvalStage(ctx, variant, checkpoint, "served", engine_args)
     stages = [evals, KlStage(ctx, variant, evals.keys), PerfStage(ctx, variant, checkpoint, engine_args)]
@@ -94,8 +118,14 @@ def _measure_served(ctx: SweepContext, variant: Variant, checkpoint: Checkpoint,
             with timed(record, "engine_start"):
                 server = stack.enter_context(engine)
             ctx.reporter.log(f"  server ready in {time.time() - started:.0f}s (pid {server.pid})")
-            yield Session(ServedLM(server.completions_url, variant.name, tokenizer_dir=checkpoint.path,
-                                   concurrency=ctx.recipe.eval_concurrency), server)
+            try:
+                yield Session(ServedLM(server.completions_url, variant.name, tokenizer_dir=checkpoint.path,
+                                       concurrency=ctx.recipe.eval_concurrency), server)
+            except EngineDiedError:
+                raise
+            except Exception as exc:   # a stage failed: because the server died under it?
+                server.check_alive(wait_s=DEATH_WAIT_S)
+                raise exc
 
     try:
         if not _run_stages(stages, served, record):

@@ -10,6 +10,7 @@ from core.hashing import digest
 from core.recipe import Variant
 from core.recipe_perf import Workload
 from core.store import copy_file
+from perf.engines.process import DEATH_WAIT_S
 from perf.memory import account
 from perf.requests import longest_request
 from quant.context import Checkpoint, Session, SweepContext
@@ -50,16 +51,25 @@ class PerfStage:
 
         with exclusive_perf(ctx.recipe.execution.perf_isolation, on_wait=waiting) as where:
             for workload in self.todo:
-                levels = workload.levels()
-                label = f"{levels[0][0]} " + ", ".join(f"{level:g}" for _, level in levels)
-                started = time.time()
-                with ctx.reporter.bar(f"  perf {workload.name} ({label})", requests_in(workload)) as advance:
-                    result = run_workload(session.server, self.variant.name, self.checkpoint.path, workload,
-                                          progress=lambda done, _total: advance(1), slo=slo)
-                result["placement"] = {**where, "started": round(started, 3), "finished": round(time.time(), 3)}
-                records = [{"level": level, **r} for level, rs in result.pop("records").items() for r in rs]
-                ctx.cache.save_json(STAGE_PERF, self.keys[workload.name], result, extra={"records.jsonl": records})
-                self._log(workload.name, result)
+                with ctx.cache.building(STAGE_PERF, self.keys[workload.name]) as needed:
+                    if needed:
+                        self._measure(session, workload, where, slo)
+
+    def _measure(self, session: Session, workload: Workload, where: dict, slo: dict | None) -> None:
+        ctx = self.ctx
+        levels = workload.levels()
+        label = f"{levels[0][0]} " + ", ".join(f"{level:g}" for _, level in levels)
+        started = time.time()
+        with ctx.reporter.bar(f"  perf {workload.name} ({label})", requests_in(workload)) as advance:
+            result = run_workload(session.server, self.variant.name, self.checkpoint.path, workload,
+                                  progress=lambda done, _total: advance(1), slo=slo)
+        # a server that died under the level answered with errors: those are no measurement to keep
+        failed = any(p["errors"] for p in result["points"])
+        session.server.check_alive(wait_s=DEATH_WAIT_S if failed else 0.0)
+        result["placement"] = {**where, "started": round(started, 3), "finished": round(time.time(), 3)}
+        records = [{"level": level, **r} for level, rs in result.pop("records").items() for r in rs]
+        ctx.cache.save_json(STAGE_PERF, self.keys[workload.name], result, extra={"records.jsonl": records})
+        self._log(workload.name, result)
 
     def collect(self, record: dict) -> None:
         vdir = self.ctx.variant_dir(self.variant.name)

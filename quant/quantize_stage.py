@@ -44,7 +44,10 @@ def _checkpoint(ctx: SweepContext, variant: Variant) -> tuple[Path, str, dict]:
     if ctx.cache.has(STAGE, key):
         ctx.reporter.log(f"  checkpoint: cached ({key})")
     else:
-        _quantize(ctx, variant, key)
+        with ctx.cache.building(STAGE, key, on_wait=lambda: ctx.reporter.log(
+                "  checkpoint: another sweep on this cache is building it; waiting")) as needed:
+            if needed:
+                _quantize(ctx, variant, key)
     path = ctx.cache.path(STAGE, key) / "model"
     manifest = read_json(path / MANIFEST_NAME) if (path / MANIFEST_NAME).exists() else {}
     return path, key, manifest

@@ -23,7 +23,7 @@ from core.store import Cache, read_json, remove_leftovers, write_json
 from evals import sandbox
 from evals.registry import check_code_isolation
 from perf.engines.process import engine_warnings, log_since
-from perf.engines.vllm import engine_facts, resolve_engine_python
+from perf.engines.vllm import resolve_engine_python
 from quant.context import StageError, SweepContext, new_record
 from quant.executors import run_variants
 from quant.measure import measure_variant
@@ -32,7 +32,7 @@ from quant.perf_stage import memory_columns
 from quant.progress import Reporter
 from quant.quantize_stage import checkpoint_for
 from quant.timing import timed
-from quant.validate import raise_on_errors, validate
+from quant.validate import engine_facts_once, raise_on_errors, validate
 from quantize.gguf_source import source_facts
 from reports.render import render_all
 
@@ -112,7 +112,7 @@ def _context(recipe: Recipe, location: Location, recipe_path: Path | None, cache
     model_dir = resolve_model(recipe.model, recipe_path.parent if recipe_path else None, log=reporter.log,
                               revision=recipe.revision)
     engine_python = resolve_engine_python(recipe.engine.python)
-    engine = engine_facts(engine_python, recipe.engine.env)
+    engine = engine_facts_once(engine_python, recipe.engine.env)
     ctx = SweepContext(recipe=recipe, out=out, out_remote=location.remote, cache=cache,
                        model_dir=model_dir, model_key=tree_digest(model_dir), engine_python=engine_python,
                        engine_version=engine["version"], reporter=reporter, retry_failed=retry_failed,

@@ -9,7 +9,9 @@ they find."""
 
 from __future__ import annotations
 
+import functools
 import importlib.util
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -77,12 +79,14 @@ def check_for_sweep(path: str | Path, allow_unisolated_code: bool = False) -> tu
 
 def summary(recipe: Recipe, findings: Findings) -> str:
     """`ok: ...`: what a valid recipe will run."""
+    def count(n: int, what: str) -> str:
+        return f"{n} {what}{'s' * (n != 1)}"
+
     quantized = sum(v.quantized for v in recipe.variants)
-    workloads = len(recipe.perf.workloads)
     flags = (f"; engine arguments checked against {findings.engine_flags}" if findings.engine_flags else "")
-    return (f"ok: {len(recipe.variants)} variants ({quantized} quantized), {len(recipe.tasks)} tasks "
-            f"({', '.join(t.key for t in recipe.tasks)}), {workloads} perf workload{'s' * (workloads != 1)}"
-            f"{flags}")
+    return (f"ok: {count(len(recipe.variants), 'variant')} ({quantized} quantized), "
+            f"{count(len(recipe.tasks), 'task')} ({', '.join(t.key for t in recipe.tasks)}), "
+            f"{count(len(recipe.perf.workloads), 'perf workload')}{flags}")
 
 
 def validate(recipe: Recipe, recipe_path: Path | None = None, engine: bool = True) -> Findings:
@@ -166,7 +170,7 @@ def _engine(parts: Parts, add, found: Findings) -> None:
     """The engine's interpreter, then every engine argument against the flags its server accepts."""
     from perf.engines.flags import FlagsUnknown, engine_flags_known, flag_problems
     from perf.engines.process import EngineStartError
-    from perf.engines.vllm import engine_facts, resolve_engine_python
+    from perf.engines.vllm import resolve_engine_python
 
     try:
         python = resolve_engine_python(parts.engine.python)
@@ -178,7 +182,7 @@ def _engine(parts: Parts, add, found: Findings) -> None:
     if not any(values for _, values in args):
         return
     try:
-        facts = engine_facts(python, parts.engine.env)
+        facts = engine_facts_once(python, parts.engine.env)
         flags = engine_flags_known(python, facts, parts.engine.env)
     except FlagsUnknown as exc:
         add(found.warnings, ("engine", "args"), f"engine arguments not checked against the engine's flags: {exc}")
@@ -187,6 +191,18 @@ def _engine(parts: Parts, add, found: Findings) -> None:
     for where, values in args:
         for key, message in flag_problems(values, flags):
             add(found.errors, where + (key,), message)
+
+
+def engine_facts_once(python: str, env: dict[str, str]) -> dict:
+    """perf.engines.vllm.engine_facts, asked once per interpreter and environment in this process: validation
+    and the sweep's start both need them, and each asking starts the engine's python."""
+    return dict(_facts(python, tuple(sorted({**os.environ, **env}.items()))))
+
+
+@functools.lru_cache(maxsize=8)
+def _facts(python: str, environment: tuple) -> tuple:
+    from perf.engines.vllm import engine_facts
+    return tuple(engine_facts(python, dict(environment)).items())
 
 
 def _cross(parts: Parts, add, found: Findings) -> None:

@@ -5,6 +5,9 @@ concurrency: [16, 16, 16]), a Welch t interval on log(tok/s) gives the ratio's i
 non-inferiority. With one run per side, a drop within `throughput_noise` of the limit is inconclusive.
 Latency SLOs on a p99: inconclusive when the p99 rests on fewer than 100 samples (it is then the maximum,
 interpolated, not a 99th percentile) or was not measured.
+Every perf check is inconclusive when a headline level of either side was measured under foreign load (other
+processes took CPU meanwhile: perf/host_load.py), unless the policy allows it (`perf.allow_foreign_load`,
+`quant gate --allow-foreign-load`); then the check decides and says what it was measured under.
 """
 
 from __future__ import annotations
@@ -97,6 +100,27 @@ def slo_check(baseline: dict, candidate: dict, metric: str, slo: float) -> Check
                evidence)
 
 
+def foreign_load_note(baseline: dict, candidate: dict) -> str | None:
+    """Which side's headline levels were measured under foreign load, with the most other processes took."""
+    sides = []
+    for side in (baseline, candidate):
+        loads = [p.host_load for p in _headline(side) if p.foreign_load]
+        if loads:
+            worst = max(load.foreign_cores for load in loads)
+            sides.append(f"{side['name']} ({len(loads)} of {len(_headline(side))} headline runs, "
+                         f"up to {worst:.2f} cores of other processes' CPU)")
+    return "measured under foreign load: " + "; ".join(sides) if sides else None
+
+
+def _under_foreign_load(check: Check, note: str, allowed: bool) -> Check:
+    if allowed:
+        check.verdict = Verdict(check.verdict.outcome, f"{check.verdict.reason}; {note} (allowed)")
+    else:
+        check.verdict = Verdict(INCONCLUSIVE, f"{note}: re-measure on a quiet machine, or --allow-foreign-load "
+                                              f"(would be {check.verdict.outcome.upper()}: {check.verdict.reason})")
+    return check
+
+
 def perf_checks(baseline: dict, candidate: dict, policy: Gates) -> list[Check]:
     rules = policy.perf
     if rules.max_throughput_drop is None and rules.ttft_p99_ms is None and rules.tpot_p99_ms is None:
@@ -108,4 +132,5 @@ def perf_checks(baseline: dict, candidate: dict, policy: Gates) -> list[Check]:
     for metric, slo in (("ttft_ms", rules.ttft_p99_ms), ("tpot_ms", rules.tpot_p99_ms)):
         if slo is not None:
             checks.append(slo_check(baseline, candidate, metric, slo))
-    return checks
+    note = foreign_load_note(baseline, candidate)
+    return [_under_foreign_load(c, note, rules.allow_foreign_load) for c in checks] if note else checks

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from core.results import Results
 from reports.markdown import (CHECKPOINT_HEADERS, PLACEMENT_HEADERS, checkpoint_rows, mb, num, p99_cell, paired_cell,
-                              placement_rows, server_memory)
+                              placement_rows, server_memory, tok_s_cell)
 from reports.table import headline_concurrency, memory_target, rows_for_task, tasks_of
 
 STYLE = """body{font-family:system-ui,sans-serif;margin:2rem;color:#222}table{border-collapse:collapse;margin:1rem 0}
@@ -30,7 +30,8 @@ def render_html(results: Results, png: Path | None, run_dir: Path | None = None)
              f"Perf at concurrency {c}. Green rows are Pareto-optimal (accuracy, output tokens/s, E2E p99 latency, size). "
              f"<i>Paired</i>: difference to the baseline on the same items (95% CI), items lost/gained, "
              f"p of the test the interval inverts (exact McNemar for 0/1 scores, paired t for graded ones, cluster "
-             f"bootstrap for grouped items). A p99 marked * rests on fewer than 100 requests. <i>KL</i>: mean KL divergence (nats/token) of next-token distributions from the "
+             f"bootstrap for grouped items). A p99 marked * rests on fewer than 100 requests; "
+             f"out tok/s marked † was measured while other processes took the CPU in brackets (cores). <i>KL</i>: mean KL divergence (nats/token) of next-token distributions from the "
              f"baseline's, on its own answers. <i>Goodput</i>: requests/s meeting every SLO bound; <i>max rate</i>: "
              f"the highest rate a rate search found to meet the SLO. <i>Max seqs</i>: sequences of the first workload's length whose KV cache fits "
              f"beside the weights on {e(memory_target(results))} (activations ignored).</p>"]
@@ -45,7 +46,8 @@ def render_html(results: Results, png: Path | None, run_dir: Path | None = None)
             cells = [("", "★" if r.pareto else ""), ("", e(r.variant)), ("", acc),
                      ("bad" if r.delta is not None and r.delta < -0.02 else "",
                       "-" if r.delta is None else f"{r.delta:+.3f}"),
-                     ("", e(paired_cell(r))), ("", num(r.kl, ".4f")), ("", num(r.out_tok_s, ".0f")),
+                     ("", e(paired_cell(r))), ("", num(r.kl, ".4f")),
+                     ("warn" if r.foreign_cores is not None else "", e(tok_s_cell(r))),
                      ("", p99_cell(r, r.ttft_p99_ms, ".1f", "*")), ("", p99_cell(r, r.tpot_p99_ms, ".2f", "*")),
                      ("", p99_cell(r, r.e2e_p99_ms, ".0f", "*")),
                      ("", num(r.goodput_rps, ".1f")), ("", num(r.max_rate_meeting_slo, ".2f")), ("", mb(r.size_bytes)),

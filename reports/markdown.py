@@ -38,6 +38,16 @@ P99_FOOTNOTE = ("\\* p99 from fewer than 100 requests: an interpolation towards 
                 "percentile (raise the workload's requests_per_level).")
 
 
+FOREIGN_LOAD_FOOTNOTE = ("† measured under foreign load: other processes took the CPU shown in brackets (cores, "
+                         "averaged over the level) while it ran; its perf may be the machine's, not the variant's, "
+                         "and `quant gate` calls its perf checks inconclusive.")
+
+
+def tok_s_cell(r) -> str:
+    """Output tokens/s, marked where a headline run was measured under foreign load."""
+    return num(r.out_tok_s, ".0f") + (f" † ({r.foreign_cores:.2f})" if r.foreign_cores is not None else "")
+
+
 def p99_unreliable(r) -> bool:
     return r.out_tok_s is not None and (r.p99_samples is None or r.p99_samples < samples_needed("p99"))
 
@@ -71,12 +81,14 @@ def render_markdown(results: Results, run_dir=None) -> str:
             delta = f"{r.delta:+.3f}" if r.delta is not None else "-"
             status = r.status + (" (in-process eval)" if r.backend == "inprocess" else "")
             lines.append(f"| {'★' if r.pareto else ''} | {r.variant} | {acc} | {delta} | {paired_cell(r)} "
-                         f"| {num(r.kl, '.4f')} | {num(r.out_tok_s, '.0f')} | {p99_cell(r, r.ttft_p99_ms, '.1f')} "
+                         f"| {num(r.kl, '.4f')} | {tok_s_cell(r)} | {p99_cell(r, r.ttft_p99_ms, '.1f')} "
                          f"| {p99_cell(r, r.tpot_p99_ms, '.2f')} | {p99_cell(r, r.e2e_p99_ms, '.0f')} | {num(r.goodput_rps, '.1f')} "
                          f"| {num(r.max_rate_meeting_slo, '.2f')} | {mb(r.size_bytes)} | {server_memory(r)} "
                          f"| {num(r.kv_bytes_per_token, ',d')} | {num(r.max_sequences, ',d')} | {status} |")
         if any(p99_unreliable(r) for r in rows):
             lines += ["", P99_FOOTNOTE]
+        if any(r.foreign_cores is not None for r in rows):
+            lines += ["", FOREIGN_LOAD_FOOTNOTE]
         lines.append("")
     lines += checkpoints_table(results) + placement_table(results)
     failures = [(n, v) for n, v in results.variants.items() if not v.ok]

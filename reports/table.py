@@ -26,6 +26,7 @@ class Row:
     size_bytes: int | None
     rss_bytes: int | None
     p99_samples: int | None = None   # fewest samples behind the p99 columns (< 100: marked, not a p99)
+    foreign_cores: float | None = None   # other processes' CPU at a headline run measured under foreign load
     gpu_bytes: int | None = None  # device memory the server held (CUDA)
     kv_bytes_per_token: int | None = None
     max_sequences: int | None = None   # of the first workload's length, in the KV cache beside the weights
@@ -50,6 +51,12 @@ def headline_points(variant: VariantRecord) -> list[PerfPoint]:
             top = max(p.concurrency for p in points)
             return [p for p in points if p.concurrency == top]
     return []
+
+
+def foreign_cores(variant: VariantRecord) -> float | None:
+    """The most CPU other processes took during a headline run flagged as measured under foreign load."""
+    flagged = [p.host_load.foreign_cores for p in headline_points(variant) if p.foreign_load]
+    return max(flagged) if flagged else None
 
 
 def p99_samples(point: PerfPoint | None) -> int | None:
@@ -117,7 +124,7 @@ def rows_for_task(results: Results, task: str, run_dir: Path | None = None) -> l
             out_tok_s=point.output_tokens_per_s if point else None,
             ttft_p99_ms=latency(point.ttft_ms) if point else None, tpot_p99_ms=latency(point.tpot_ms) if point else None,
             e2e_p99_ms=latency(point.e2e_ms) if point else None,
-            p99_samples=p99_samples(point),
+            p99_samples=p99_samples(point), foreign_cores=foreign_cores(v),
             size_bytes=v.size_bytes, rss_bytes=v.memory.server_rss_bytes, gpu_bytes=v.memory.server_gpu_bytes,
             kv_bytes_per_token=v.memory.kv_bytes_per_token, max_sequences=v.memory.max_sequences,
             paired=paired_vs_baseline(results, run_dir, name, task, acc) if acc else None,

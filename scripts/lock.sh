@@ -26,5 +26,10 @@ compile() {  # compile OUT [pip-compile options] SOURCE
 }
 compile requirements/main.lock --extra dev --extra ray pyproject.toml
 compile requirements/serve-cpu.lock requirements/serve-cpu.txt
-compile requirements/serve-cuda.lock --unsafe-package torch --unsafe-package torchvision \
+# Resolved against the CUDA build of the torch set-up installs first, and so with the triton and CUDA libraries
+# it needs: `===` keeps a local CPU wheel of that release (a `+cpu` build in find-links) from standing in for it.
+cuda_torch=$(mktemp)
+trap 'rm -f "$cuda_torch"' EXIT
+sed -n -E 's/^TORCH_VERSION=([0-9.]+).*/torch===\1/p' scripts/setup.sh > "$cuda_torch"
+compile requirements/serve-cuda.lock -c "$cuda_torch" --unsafe-package torch --unsafe-package torchvision \
   --unsafe-package torchaudio requirements/serve-cuda.txt

@@ -15,9 +15,14 @@ def on_a_worker() -> bool:
     return "PYTEST_XDIST_WORKER" in os.environ
 
 
+def _file(item: pytest.Item) -> str:
+    return item.nodeid.split("::")[0]
+
+
 def slow_files_first(items: list[pytest.Item]) -> None:
-    """Reorder `items` in place: every test of a file with an `integration` or `slow` test first, the order
-    within each part kept (the workers report this order, the scheduler keeps it)."""
-    slow = {item.nodeid.split("::")[0] for item in items
-            if item.get_closest_marker("integration") or item.get_closest_marker("slow")}
-    items.sort(key=lambda item: item.nodeid.split("::")[0] not in slow)
+    """Reorder `items` in place: the files with an `integration` test (the real engine: the longest), then
+    those with a `slow` test, then the rest, each part in its collection order (the workers report this order
+    and the scheduler keeps it)."""
+    real = {_file(item) for item in items if item.get_closest_marker("integration")}
+    slow = {_file(item) for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: 0 if _file(item) in real else 1 if _file(item) in slow else 2)

@@ -10,6 +10,9 @@ lifeline). It serves, on 127.0.0.1, what the sweep asks of vLLM's OpenAI-compati
   for the load generator.
 
 Each start appends its served name to $STANDIN_ENGINE_STARTS where set. A served name containing "broken" answers every completion with HTTP 400: that variant fails mid-measurement.
+A served name containing "dies" starts an engine-core process (titled VLLM::EngineCore, as vLLM's; its pid
+appended to $STANDIN_ENGINE_STARTS.cores) and, at its first completion, SIGKILLs it and hangs, as vLLM's API
+server hangs on a dead engine: "dies-once" only on its first start, "dies-always" on every start.
 A served name ending in "-wrong<K>" answers " #### 41" to the text prompts that name "item <N>" with N < K:
 that variant loses exactly those items against the baseline.
 `PY -c ...` (the sweep's engine probe) prints the stand-in's facts: the distribution and version
@@ -24,7 +27,10 @@ import json
 import math
 import os
 import re
+import signal
+import subprocess
 import sys
+import time
 import zlib
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -54,8 +60,13 @@ def echo_logprobs(served_name: str, prompt: list[int], k: int) -> dict:
             "top_logprobs": [None] + [top] * (len(prompt) - 1)}
 
 
+ENGINE_CORE = "open('/proc/self/comm', 'w').write('VLLM::EngineCore'); import time; time.sleep(3600)"
+
+
 class Handler(BaseHTTPRequestHandler):
     served_name = ""
+    engine_core: subprocess.Popen | None = None
+    core_dies = False   # the engine core is killed at the first completion
 
     def log_message(self, format: str, *args) -> None:   # the server log stays quiet, like vLLM's without access log
         pass
@@ -78,6 +89,9 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        if Handler.core_dies:
+            os.kill(Handler.engine_core.pid, signal.SIGKILL)   # never waited for: a zombie, as under a busy parent
+            time.sleep(120)
         if "broken" in self.served_name:
             self._json(400, {"error": {"message": "stand-in engine: this variant is broken on purpose"}})
         elif body.get("stream"):
@@ -111,9 +125,17 @@ def serve(argv: list[str]) -> None:
         parser.add_argument(flag, required=True)
     args, _engine_flags = parser.parse_known_args(argv)
     Handler.served_name = args.served_model_name
-    if os.environ.get("STANDIN_ENGINE_STARTS"):   # tests count starts: a cached stage starts no engine
-        with open(os.environ["STANDIN_ENGINE_STARTS"], "a") as f:
+    starts = os.environ.get("STANDIN_ENGINE_STARTS")
+    if starts:   # tests count starts: a cached stage starts no engine
+        with open(starts, "a") as f:
             f.write(args.served_model_name + "\n")
+    if "dies" in args.served_model_name:
+        Handler.engine_core = subprocess.Popen([sys.executable, "-c", ENGINE_CORE])
+        with open(f"{starts}.cores", "a") as f:
+            f.write(f"{Handler.engine_core.pid}\n")
+        with open(starts) as f:
+            first = f.read().split().count(args.served_model_name) == 1
+        Handler.core_dies = first or "dies-always" in args.served_model_name
     print(f"stand-in engine serving {args.model} as {args.served_model_name} on {args.host}:{args.port}", flush=True)
     ThreadingHTTPServer((args.host, int(args.port)), Handler).serve_forever()
 

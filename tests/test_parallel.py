@@ -1,6 +1,6 @@
 """`make test` on pytest-xdist workers (tests/parallel.py): a file's tests stay on one worker, so its module
-fixture is built once; the files with slow tests are handed out first; the other files spread over both
-workers. Checked on a generated suite run as the Makefile runs the real one."""
+fixture is built once; the files with integration tests, then those with slow ones, are handed out first; the
+other files spread over both workers. Checked on a generated suite run as the Makefile runs the real one."""
 
 from __future__ import annotations
 
@@ -43,12 +43,12 @@ def test_free(n):
     log(__name__)
 """
 
-SLOW = """\
+REAL = """\
 import pytest
 
 from log import log
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")
@@ -61,6 +61,21 @@ def test_reads_the_sweep(sweep, n):
     log(__name__)
 """
 
+SLOW = """\
+import pytest
+
+from log import log
+
+
+@pytest.mark.slow
+def test_slow():
+    log(__name__)
+
+
+def test_beside_it():
+    log(__name__)
+"""
+
 
 def test_a_files_fixture_is_built_once_slow_files_first_the_rest_spread(tmp_path):
     suite = tmp_path / "suite"
@@ -69,7 +84,8 @@ def test_a_files_fixture_is_built_once_slow_files_first_the_rest_spread(tmp_path
     (suite / "log.py").write_text(LOG)
     for letter in "abcdef":   # collected before the slow file
         (suite / f"test_{letter}_free.py").write_text(FREE)
-    (suite / "test_z_slow.py").write_text(SLOW)
+    (suite / "test_y_slow.py").write_text(SLOW)
+    (suite / "test_z_real.py").write_text(REAL)
     ran = tmp_path / "ran"
     env = {**os.environ, "RAN": str(ran),
            "PYTHONPATH": os.pathsep.join([str(REPO), str(suite), os.environ.get("PYTHONPATH", "")])}
@@ -77,12 +93,11 @@ def test_a_files_fixture_is_built_once_slow_files_first_the_rest_spread(tmp_path
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *argv, str(suite)],
                           cwd=suite, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert "22 passed" in proc.stdout
+    assert "24 passed" in proc.stdout
     lines = [line.split(" ", 1) for line in ran.read_text().splitlines()]
     assert [what for _, what in lines].count("sweep built") == 1
-    slow_on = {worker for worker, what in lines if what in ("sweep built", "test_z_slow")}
-    assert len(slow_on) == 1                                           # one worker ran the whole file
-    (slow_worker,) = slow_on
-    first = next(what for worker, what in lines if worker == slow_worker)
-    assert first == "sweep built"                                      # before any other file
+    assert len({worker for worker, what in lines if what in ("sweep built", "test_z_real")}) == 1   # one worker
+    assert len({worker for worker, what in lines if what == "test_y_slow"}) == 1
+    firsts = {next(what for worker, what in lines if worker == w) for w in ("gw0", "gw1")}
+    assert firsts == {"sweep built", "test_y_slow"}      # the real-engine file, then the slow one, before the rest
     assert {worker for worker, what in lines if what.endswith("_free")} == {"gw0", "gw1"}

@@ -131,3 +131,20 @@ def test_the_main_environment_accepts_the_torch_range_llmcompressor_accepts():
                 ["dependencies"] if Requirement(r).name == "torch")
     theirs = next(Requirement(r) for r in importlib.metadata.requires("llmcompressor") if r.startswith("torch"))
     assert ours.specifier == theirs.specifier
+
+
+def test_the_cuda_lock_is_resolved_against_the_cuda_build_of_setups_torch(tmp_path):
+    """A local `+cpu` wheel of the same release has none of the CUDA build's dependencies (triton, the CUDA
+    libraries): resolved against it, the CUDA lock pinned a triton the CUDA torch refuses."""
+    calls, tools = tmp_path / "calls", tmp_path / "lock-venv"
+    (tools / "bin").mkdir(parents=True)
+    fake = tools / "bin/pip-compile"
+    fake.write_text(f'#!/bin/sh\necho "pip-compile $*" >> {calls}\nwhile [ $# -gt 0 ]; do\n'
+                    f'  [ "$1" = "-c" ] && cat "$2" >> {calls}\n  shift\ndone\n')
+    fake.chmod(0o755)
+    proc = subprocess.run(["bash", "scripts/lock.sh"], cwd=REPO, capture_output=True, text=True,
+                          env={**os.environ, "QUANT_LOCK_VENV": str(tools)})
+    assert proc.returncode == 0, proc.stderr
+    lines = calls.read_text().splitlines()
+    cuda = next(i for i, line in enumerate(lines) if "serve-cuda.lock" in line)
+    assert " -c " in lines[cuda] and lines[cuda + 1] == "torch===2.13.0"

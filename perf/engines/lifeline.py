@@ -1,4 +1,4 @@
-"""Run a command that dies with its parent: `python -I -S lifeline.py PARENT_PID GRACE_S -- ARGV...`.
+"""Run a command that dies with its parent: `python -I -S lifeline.py PARENT_PID GRACE_S [VITAL] -- ARGV...`.
 
 A server started in its own session survives SIGKILL of whoever started it, and so do its own children
 (vLLM's engine core and workers) and the shared-memory segments they map. This launcher stays between
@@ -11,7 +11,11 @@ cleanup code having to run:
 - the command itself gets PR_SET_PDEATHSIG=SIGKILL tied to this launcher, which is single-threaded, in
   case the launcher itself is SIGKILLed;
 - it notes the /dev/shm segments its tree maps and, once the tree is gone, removes those no live
-  process maps (a SIGKILLed vLLM leaves its psm_* segments behind).
+  process maps (a SIGKILLed vLLM leaves its psm_* segments behind);
+- a tree is one server: when any of its vital processes dies (the command itself, or a descendant whose
+  process title starts with one of the comma-separated VITAL prefixes, e.g. vLLM's VLLM::EngineCore and
+  VLLM::Worker), the rest of the tree is of no use and would hold its memory: it gets SIGTERM, a short
+  grace, then SIGKILL, and the launcher says in the command's output which process died and how.
 SIGTERM/SIGHUP are passed to every process of the tree, which then gets GRACE_S seconds before SIGKILL
 (none once the parent is gone); SIGINT is ignored (Ctrl-C reaches the tree through the terminal's process
 group). The launcher exits as the command did. Stdlib only, started with -I -S: about 10 MB resident.
@@ -29,12 +33,14 @@ PR_SET_PDEATHSIG, PR_SET_CHILD_SUBREAPER = 1, 36
 POLL_S = 0.1
 SHM_SCAN_EVERY = 10   # polls between two notes of the tree's /dev/shm mappings
 SHM_DIR = "/dev/shm/"
+DEATH_GRACE_S = 2.0   # after a vital process died: time for the rest to log what it saw, then SIGKILL
 
 
-def lifeline_argv(grace_s: float = 15.0, parent_pid: int | None = None) -> list[str]:
-    """Prefix for a command line: the command then dies with parent_pid (default: this process)."""
+def lifeline_argv(grace_s: float = 15.0, parent_pid: int | None = None, vital: tuple[str, ...] = ()) -> list[str]:
+    """Prefix for a command line: the command then dies with parent_pid (default: this process), and its
+    whole tree with any process of it titled with a `vital` prefix."""
     return [os.path.realpath(sys.executable), "-I", "-S", os.path.abspath(__file__),
-            str(parent_pid or os.getpid()), f"{grace_s:g}", "--"]
+            str(parent_pid or os.getpid()), f"{grace_s:g}", *([",".join(vital)] if vital else []), "--"]
 
 
 # --- the watchdog (runs in the launcher process) ---------------------------------------------------------
@@ -86,6 +92,33 @@ def _mapped_by_anyone(paths: set[str]) -> set[str]:
     return in_use
 
 
+def process_title(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/comm") as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
+def _ended(pid: int) -> str | None:
+    """How a process ended ("was killed by signal 9", "exited with status 1", "is gone"); None while it runs.
+    A zombie's wait status is the last field of its /proc/<pid>/stat (Linux >= 3.5)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return "is gone"
+    if fields[0] not in "ZX":
+        return None
+    return _describe_status(int(fields[-1])) if len(fields) >= 50 else "is gone"
+
+
+def _describe_status(status: int) -> str:
+    if os.WIFSIGNALED(status):
+        return f"was killed by signal {os.WTERMSIG(status)}"
+    return f"exited with status {os.waitstatus_to_exitcode(status)}"
+
+
 def _signal_all(pids: list[int], sig: int) -> None:
     for p in pids:
         try:
@@ -95,8 +128,9 @@ def _signal_all(pids: list[int], sig: int) -> None:
 
 
 class Watchdog:
-    def __init__(self, parent: int, grace_s: float, argv: list[str]):
-        self.parent, self.grace_s, self.argv = parent, grace_s, argv
+    def __init__(self, parent: int, grace_s: float, argv: list[str], vital: tuple[str, ...] = ()):
+        self.parent, self.grace_s, self.argv, self.vital_prefixes = parent, grace_s, argv, vital
+        self.vital: dict[int, str] = {}   # pid -> title of each vital descendant seen running
         self.me = os.getpid()
         self.status: int | None = None   # the command's wait status
         self.stop_requested = False
@@ -128,9 +162,27 @@ class Watchdog:
             if pid == child:
                 self.status = status
 
-    def _note_shm(self) -> None:
+    def _note_tree(self) -> None:
+        """The tree's /dev/shm segments and its vital processes, as they are now."""
         for p in descendants(self.me):
             self.shm |= {path for path in shm_mapped(p) if path.startswith(SHM_DIR)}
+            if self.vital_prefixes and p not in self.vital:
+                title = process_title(p)
+                if title.startswith(self.vital_prefixes):
+                    self.vital[p] = title
+
+    def _vital_death(self) -> str | None:
+        for pid, title in self.vital.items():
+            how = _ended(pid)
+            if how:
+                return f"{title} (pid {pid}) {how}"
+        return None
+
+    def _say(self, text: str) -> None:
+        try:
+            os.write(2, f"lifeline: {text}\n".encode())
+        except OSError:
+            pass
 
     def _end_tree(self, child: int, grace_s: float) -> None:
         """SIGTERM every descendant once (none when grace_s is 0), SIGKILL what is left after grace_s."""
@@ -163,18 +215,30 @@ class Watchdog:
         child = self._start()
         polls = 0
         orphaned = False
+        death = None
         while self.status is None and not self.stop_requested:
             orphaned = os.getppid() != self.parent
             if orphaned:
                 break
             if polls % SHM_SCAN_EVERY == 0:
-                self._note_shm()
+                self._note_tree()
+            death = self._vital_death()
+            if death:
+                break
             polls += 1
             time.sleep(POLL_S)
             self._reap(child)
-        self._note_shm()
-        # Orphaned: nobody is waiting for a clean shutdown and the memory must be free now.
-        self._end_tree(child, 0.0 if orphaned else self.grace_s)
+        if self.status is not None and not self.stop_requested and self.vital_prefixes:   # a server ended:
+            # because a vital process of it died first (the server may react before the next poll)?
+            death = death or self._vital_death() or (
+                f"the server {os.path.basename(self.argv[0])} (pid {child}) {_describe_status(self.status)}")
+        self._note_tree()
+        if death:
+            self._say(f"{death}; stopping the rest of its process tree")
+        # Orphaned: nobody is waiting for a clean shutdown and the memory must be free now. After a death,
+        # what is left of the tree cannot serve: it gets a short grace to log what it saw.
+        grace = 0.0 if orphaned else min(self.grace_s, DEATH_GRACE_S) if death else self.grace_s
+        self._end_tree(child, grace)
         self._remove_stale_shm()
         return self._exit_code()
 
@@ -194,10 +258,13 @@ class Watchdog:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) < 4 or argv[2] != "--":
-        print("usage: lifeline.py PARENT_PID GRACE_S -- ARGV...", file=sys.stderr)
+    vital = argv[2] if len(argv) > 2 and argv[2] != "--" else None
+    rest = argv[3 if vital is None else 4:]
+    if len(argv) < 4 or argv[2 if vital is None else 3] != "--" or not rest:
+        print("usage: lifeline.py PARENT_PID GRACE_S [VITAL_PREFIX,...] -- ARGV...", file=sys.stderr)
         return 2
-    return Watchdog(int(argv[0]), float(argv[1]), argv[3:]).run()
+    prefixes = tuple(p for p in (vital or "").split(",") if p)
+    return Watchdog(int(argv[0]), float(argv[1]), rest, prefixes).run()
 
 
 if __name__ == "__main__":

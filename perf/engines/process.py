@@ -23,19 +23,30 @@ class EngineStartError(RuntimeError):
         self.log_path = log_path
 
 
+class EngineDiedError(RuntimeError):
+    """A server that was ready died while it served (any process of its tree: the lifeline then ended the rest);
+    the message says which process, how, and the last lines of the server's log."""
+
+
+# After a request failed: how long a dying server's tree may take to be ended by its lifeline (it notices a
+# death within a second and gives the rest 2 s), before the server is taken to be alive.
+DEATH_WAIT_S = 10.0
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((host, 0))
         return s.getsockname()[1]
 
 
-def spawn(argv: list[str], env: dict[str, str], log_path: Path, grace_s: float = 15.0) -> subprocess.Popen:
+def spawn(argv: list[str], env: dict[str, str], log_path: Path, grace_s: float = 15.0,
+          vital: tuple[str, ...] = ()) -> subprocess.Popen:
     """Start argv in a new session (its own process group) behind a lifeline (perf/engines/lifeline.py:
-    the whole tree dies with this process, even SIGKILLed), stdout+stderr appended to log_path. The
-    Popen is the lifeline's; its only child is argv."""
+    the whole tree dies with this process, even SIGKILLed, and with any of its processes titled with a
+    `vital` prefix), stdout+stderr appended to log_path. The Popen is the lifeline's; its only child is argv."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "ab") as log:
-        return subprocess.Popen(lifeline_argv(grace_s) + argv, stdin=subprocess.DEVNULL, stdout=log,
+        return subprocess.Popen(lifeline_argv(grace_s, vital=vital) + argv, stdin=subprocess.DEVNULL, stdout=log,
                                 stderr=subprocess.STDOUT, env=env, start_new_session=True)
 
 
@@ -247,6 +258,12 @@ def log_since(log_path: Path, offset: int) -> str:
             return f.read().decode("utf-8", "replace")
     except FileNotFoundError:
         return ""
+
+
+def last_lines(text: str, count: int = 6, width: int = 200) -> list[str]:
+    """The last `count` non-blank lines of text, each cut to `width` characters."""
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    return [ln if len(ln) <= width else ln[:width] + "…" for ln in lines[-count:]]
 
 
 def log_tail(log_path: Path, max_bytes: int = 256_000) -> str:

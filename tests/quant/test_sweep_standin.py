@@ -121,3 +121,40 @@ def test_a_sweep_published_to_a_url_is_resumed_by_another_node_from_the_shared_c
 
     (published / "pareto.md").unlink()   # re-rendered from the URL, and published back
     assert main(["report", run_url]) == 0 and (published / "pareto.md").read_text().startswith("#")
+
+
+DYING = """\
+name: dying
+model: demo
+engine: {{args: {{max_model_len: 512}}}}
+variants:
+  - {{name: bf16, baseline: true}}
+  - {{name: dies-once, checkpoint: {once}}}
+  - {{name: dies-always, checkpoint: {always}}}
+tasks: [{{name: demo_math, limit: 4}}]
+perf:
+  workloads:
+    - {{name: tiny, prompt_tokens: 16, output_tokens: 4, concurrency: [1], requests_per_level: 2, warmup_requests: 0}}
+"""
+
+
+def test_a_server_dying_mid_eval_is_restarted_once_else_recorded_failed_with_its_death(
+        tmp_path, standin_engine, demo_checkpoints):
+    import psutil
+
+    text = DYING.format(once=demo_checkpoints("once"), always=demo_checkpoints("always"))
+    variants = sweep(tmp_path, text)["variants"]
+
+    assert starts(standin_engine) == ["bf16", "dies-once", "dies-once", "dies-always", "dies-always"]
+    assert {name: v["status"] for name, v in variants.items()} == {"bf16": "ok", "dies-once": "ok",
+                                                                   "dies-always": "failed"}
+    died = "the engine died while serving: VLLM::EngineCor (pid "
+    (death,) = variants["dies-once"]["engine_deaths"]
+    assert death.startswith(died) and ") was killed by signal 9; last lines of server.log: " in death, death
+    assert variants["dies-once"]["accuracy"]["demo_math"]["n"] == 4 and variants["dies-once"]["perf"]["tiny"]
+    reason = variants["dies-always"]["reason"]
+    assert reason.startswith(died) and reason.endswith("(after one restart)"), reason
+    assert "stand-in engine serving" in reason and len(variants["dies-always"]["engine_deaths"]) == 2
+    cores = [int(pid) for pid in Path(f"{standin_engine}.cores").read_text().split()]
+    assert len(cores) == 4 and not [pid for pid in cores if psutil.pid_exists(pid)
+                                    and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]

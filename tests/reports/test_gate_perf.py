@@ -54,3 +54,51 @@ def test_pareto_marks_a_p99_from_too_few_requests(tmp_path):
     rows = {line.split("|")[2].strip(): line for line in md.read_text().splitlines() if line.startswith("| ")}
     assert "10.0\\*" in rows["bf16"] and "10.0\\*" not in rows["q"]
     assert "p99 from fewer than 100 requests" in md.read_text() and "10.0*" in page.read_text()
+
+
+def under_foreign_load(v: dict, cores: float = 1.4) -> dict:
+    for point in v["perf"]["w"]["points"]:
+        point["host_load"] = {"wall_s": 10.0, "cpus": 2, "host_busy_cpu_s": 19.0, "own_cpu_s": 19.0 - 10 * cores,
+                              "foreign_cpu_s": 10 * cores, "foreign_cores": cores, "loadavg_1m": 3.1,
+                              "limit_cores": 0.5, "foreign_load": cores >= 0.5}
+    return v
+
+
+@pytest.mark.parametrize("flagged", ["baseline", "candidate"])
+def test_perf_measured_under_foreign_load_is_inconclusive_unless_allowed(tmp_path, flagged):
+    base, cand = runs_of([100.0]), runs_of([100.0])
+    under_foreign_load(base if flagged == "baseline" else cand)
+    code, out = gate(tmp_path, base, cand, "{max_throughput_drop: 0.1, ttft_p99_ms: 50}")
+    name = "bf16" if flagged == "baseline" else "q"
+    assert code == 3, out
+    assert f"measured under foreign load: {name} (1 of 1 headline runs, up to 1.40 cores" in out, out
+    assert "--allow-foreign-load" in out and "would be PASS" in out
+    policy = tmp_path / "p.yaml"
+    run = tmp_path / "run"
+    code, out = quant("gate", "--baseline", str(run), "--candidate", f"{run}:q", "--policy", str(policy),
+                      "--allow-foreign-load")
+    assert code == 0 and "(allowed)" in out, out
+    policy.write_text("max_drop: 0.05\nperf: {max_throughput_drop: 0.1, allow_foreign_load: true}\n")
+    code, out = quant("gate", "--baseline", str(run), "--candidate", f"{run}:q", "--policy", str(policy))
+    assert code == 0 and "(allowed)" in out, out
+
+
+def test_a_regression_under_foreign_load_is_inconclusive_too(tmp_path):
+    code, out = gate(tmp_path, runs_of([100.0]), under_foreign_load(runs_of([50.0])), "{max_throughput_drop: 0.1}")
+    assert code == 3 and "would be REGRESSION" in out, out
+
+
+def test_a_level_below_the_foreign_load_limit_gates_as_usual(tmp_path):
+    code, out = gate(tmp_path, under_foreign_load(runs_of([100.0]), 0.2), runs_of([100.0]),
+                     "{max_throughput_drop: 0.1}")
+    assert code == 0 and "foreign load" not in out, out
+
+
+def test_pareto_marks_tok_s_measured_under_foreign_load(tmp_path):
+    from reports.render import render_all
+
+    run = write_run(tmp_path / "run", {"bf16": under_foreign_load(runs_of([100.0])), "q": runs_of([100.0])})
+    md, _, page, *_ = render_all(run, json.loads((run / "results.json").read_text()))
+    rows = {line.split("|")[2].strip(): line for line in md.read_text().splitlines() if line.startswith("| ")}
+    assert "100 † (1.40)" in rows["bf16"] and "†" not in rows["q"]
+    assert "† measured under foreign load" in md.read_text() and "100 † (1.40)" in page.read_text()

@@ -1,0 +1,93 @@
+"""Foreign load: how much CPU other processes took while a perf level was measured.
+
+The host's busy CPU time comes from /proc/stat (every CPU, every process); ours is the sum of utime+stime+
+cutime+cstime in /proc/<pid>/stat over this process and its descendants (the load generator, the server behind
+its lifeline, the engine's processes), so a child that ends during the level still counts through its parent's
+cutime/cstime. What is left is other processes' work. A level during which it averaged FOREIGN_CORES_LIMIT
+cores or more is flagged `foreign_load`: its numbers may be those of a shared machine, not of the variant.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+
+FOREIGN_CORES_LIMIT = 0.5   # other processes' CPU, in cores averaged over the level, from which it is flagged
+_TICK_S = 1.0 / os.sysconf("SC_CLK_TCK")
+# /proc/stat's cpu line: user nice system idle iowait irq softirq steal guest guest_nice; guest time is
+# already inside user and nice, idle and iowait are not work.
+_BUSY_FIELDS = (0, 1, 2, 5, 6, 7)
+
+
+@dataclass(frozen=True)
+class CpuReading:
+    at: float          # time.monotonic()
+    host_busy_s: float
+    own_s: float
+    cpus: int
+
+
+def host_busy_s(stat_text: str) -> tuple[float, int]:
+    """(busy CPU seconds of every CPU since boot, number of CPUs) from /proc/stat's text."""
+    busy, cpus = 0.0, 0
+    for line in stat_text.splitlines():
+        fields = line.split()
+        if fields and fields[0] == "cpu":
+            values = [int(v) for v in fields[1:]]
+            busy = sum(values[i] for i in _BUSY_FIELDS if i < len(values)) * _TICK_S
+        elif fields and fields[0].startswith("cpu"):
+            cpus += 1
+    return busy, max(cpus, 1)
+
+
+def process_cpu_s(pid: int) -> float:
+    """utime+stime of pid and of its children it has waited for (0 when it is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            text = f.read()
+    except OSError:
+        return 0.0
+    fields = text[text.rindex(")") + 2:].split()   # after "pid (comm) ": the comm may hold spaces
+    return sum(int(v) for v in fields[11:15]) * _TICK_S   # fields 14-17 of proc(5)
+
+
+def tree_pids(root: int) -> list[int]:
+    """root and its descendants, from /proc/<pid>/task/<tid>/children."""
+    found, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        if pid in found:
+            continue
+        found.append(pid)
+        try:
+            tasks = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for tid in tasks:
+            try:
+                with open(f"/proc/{pid}/task/{tid}/children") as f:
+                    todo += [int(c) for c in f.read().split()]
+            except OSError:
+                pass
+    return found
+
+
+def read_cpu(root: int | None = None) -> CpuReading:
+    with open("/proc/stat") as f:
+        busy, cpus = host_busy_s(f.read())
+    own = sum(process_cpu_s(pid) for pid in tree_pids(root or os.getpid()))
+    return CpuReading(time.monotonic(), busy, own, cpus)
+
+
+def host_load(before: CpuReading, after: CpuReading, limit_cores: float = FOREIGN_CORES_LIMIT) -> dict:
+    """What others took between two readings, and whether that flags the level (results.json `host_load`)."""
+    wall = max(after.at - before.at, 1e-9)
+    host = max(after.host_busy_s - before.host_busy_s, 0.0)
+    own = max(after.own_s - before.own_s, 0.0)
+    foreign = max(host - own, 0.0)
+    load1, load5, _ = os.getloadavg()
+    return {"wall_s": round(wall, 3), "cpus": after.cpus, "host_busy_cpu_s": round(host, 3),
+            "own_cpu_s": round(own, 3), "foreign_cpu_s": round(foreign, 3),
+            "foreign_cores": round(foreign / wall, 3), "loadavg_1m": round(load1, 2), "loadavg_5m": round(load5, 2),
+            "limit_cores": limit_cores, "foreign_load": foreign / wall >= limit_cores}
