@@ -41,7 +41,6 @@ class PerfStage:
         """Under the perf lock of the recipe's perf isolation: variants measured side by side (the Ray
         executor, or two sweeps on one machine) never share what they measure."""
         from perf.isolation import exclusive_perf
-        from perf.run import requests_in, run_workload   # the load generator: a cached stage never imports it
 
         ctx = self.ctx
         slo = ctx.recipe.perf.slo.bounds() if ctx.recipe.perf.slo else None
@@ -56,6 +55,8 @@ class PerfStage:
                         self._measure(session, workload, where, slo)
 
     def _measure(self, session: Session, workload: Workload, where: dict, slo: dict | None) -> None:
+        from perf.run import requests_in, run_workload   # the load generator: a cached stage never imports it
+
         ctx = self.ctx
         levels = workload.levels()
         label = f"{levels[0][0]} " + ", ".join(f"{level:g}" for _, level in levels)
