@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.metadata
 import json
@@ -43,10 +44,13 @@ def tree_digest(root: Path) -> str:
 
 
 def versions(*dists: str) -> dict[str, str | None]:
-    out = {}
-    for name in dists:
-        try:
-            out[name] = importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            out[name] = None
-    return out
+    return {name: _version(name) for name in dists}
+
+
+@functools.lru_cache(maxsize=None)
+def _version(name: str) -> str | None:
+    """An installed distribution's version, read once per process (package metadata: milliseconds each)."""
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return None

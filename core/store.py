@@ -9,6 +9,7 @@ removed by `remove_leftovers` and `Cache.remove_leftovers`, never taken for a fi
 from __future__ import annotations
 
 import fcntl
+import filecmp
 import json
 import os
 import re
@@ -85,6 +86,9 @@ def write_jsonl(path: Path, rows: list[dict]) -> None:
 
 
 def copy_file(src: Path, dst: Path) -> None:
+    """A destination already identical to src is left alone (a cached stage re-collected rewrites nothing)."""
+    if Path(dst).is_file() and filecmp.cmp(src, dst, shallow=False):
+        return
     with atomic_path(dst) as tmp:
         shutil.copyfile(src, tmp)
 

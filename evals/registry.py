@@ -12,6 +12,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from core.hashing import digest, file_digest, versions
+from core.memo import remembered, source_digest
+from evals import task_facts
 from evals.task_facts import TASKS_DIR, TaskError, is_ours, shipped_data
 
 # How `datasets` reads a local file, by suffix.
@@ -97,36 +100,70 @@ def lm_eval_spec(task) -> str | dict[str, Any]:
     return cfg
 
 
+@lru_cache(maxsize=1)
+def _ours_digest() -> str:
+    """Our task definitions (YAML and code, not data): with lm-eval's version, all a task's resolution reads."""
+    files = sorted(p for p in TASKS_DIR.rglob("*") if p.suffix in (".yaml", ".py") and "__pycache__" not in p.parts)
+    return digest([(str(p.relative_to(TASKS_DIR)), file_digest(p)) for p in files])
+
+
+def _task_key(task) -> tuple:
+    return (task.model_dump(mode="json"), versions("lm_eval"), _ours_digest(),
+            source_digest(__file__, task_facts.__file__))
+
+
 def hub_dataset(task) -> tuple[str, str | None, str | None] | None:
     """(dataset id, config name, revision) of the hub dataset lm-eval will load for this task; None where the task
-    brings its own data (ours, `data_files:`, a local folder or a builder such as json)."""
+    brings its own data (ours, `data_files:`, a local folder or a builder such as json). What the task's config
+    names is remembered per task by content, as task_problems is; whether it is a local folder is looked at now."""
+    named = remembered("hub-dataset", _task_key(task), lambda: _dataset_named(task))
+    if named is None:
+        return None
+    path, name, revision = named
+    org, _, rest = path.partition("/")
+    if not (org and rest) or "/" in rest or path.startswith((".", "~")) or Path(path).expanduser().exists():
+        return None   # a builder name (json, csv...) or a local folder
+    return path, name, revision
+
+
+def _dataset_named(task) -> tuple[str, str | None, str | None] | None:
+    """(dataset_path, dataset_name, revision) as the task's config names them; None for a task's own data."""
     spec = lm_eval_spec(task)
     cfg = task_config(spec) if isinstance(spec, str) else spec
     task_class = cfg.get("class")   # a Python-class task names its data on the class
     path = cfg.get("dataset_path") or getattr(task_class, "DATASET_PATH", None)
     if cfg.get("custom_dataset") is not None or not isinstance(path, str):
         return None
-    org, _, name = path.partition("/")
-    if not (org and name) or "/" in name or path.startswith((".", "~")) or Path(path).expanduser().exists():
-        return None   # a builder name (json, csv...) or a local folder
     name = cfg.get("dataset_name") or getattr(task_class, "DATASET_NAME", None)
     return path, name, (cfg.get("dataset_kwargs") or {}).get("revision")
 
 
 def task_problems(tasks) -> list[tuple[int, str]]:
-    """(index, message) for every task of a recipe that does not resolve (unknown names come with the nearest)."""
+    """(index, message) for every task of a recipe that does not resolve (unknown names come with the nearest).
+    Remembered per task by content: lm-eval's task index is built only for a task not resolved before."""
     found = []
     for i, task in enumerate(tasks):
-        try:
-            lm_eval_spec(task)
-        except TaskError as exc:
-            found.append((i, str(exc)))
+        if (problem := remembered("task-problem", _task_key(task), lambda: _task_problem(task))) is not None:
+            found.append((i, problem))
     return found
+
+
+def _task_problem(task) -> str | None:
+    try:
+        lm_eval_spec(task)
+    except TaskError as exc:
+        return str(exc)
+    return None
 
 
 def code_execution(task) -> str | None:
     """Where a task runs model-generated code: "sandbox" (ours in evals/tasks, through evals/code_scoring),
-    "host" (an lm-eval task marked unsafe_code: lm-eval's own executor, no isolation at all), or None."""
+    "host" (an lm-eval task marked unsafe_code: lm-eval's own executor, no isolation at all), or None.
+    Remembered per task by content, as task_problems is."""
+    return remembered("code-execution", _task_key(task), lambda: _code_execution(task))
+
+
+def _code_execution(task) -> str | None:
     from lm_eval.tasks._yaml_loader import load_yaml
 
     entry = task_manager().task_index.get(task.name)

@@ -1,14 +1,15 @@
-"""Token lengths per request: a fixed number or a distribution (recipe `Lengths`), clipped to [min, max]."""
+"""Token lengths per request: a fixed number or a distribution (recipe `Lengths`), clipped to [min, max].
+numpy is imported where lengths are drawn: a cached sweep reads `longest` of fixed lengths without it."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-import numpy as np
-
 
 def _empirical_values(spec) -> np.ndarray:
+    import numpy as np
+
     if spec.values:
         return np.asarray(spec.values)
     values = []
@@ -29,6 +30,8 @@ def sample_lengths(spec, n: int, rng: np.random.Generator) -> list[int]:
     """n lengths from `spec`: an int (fixed) or a recipe Lengths."""
     if isinstance(spec, int):
         return [spec] * n
+    import numpy as np
+
     if spec.dist == "fixed":
         raw = np.full(n, spec.value)
     elif spec.dist == "uniform":
@@ -57,6 +60,8 @@ def longest(spec) -> int:
         return spec.value
     if spec.max is not None:
         return spec.max
+    import numpy as np
+
     if spec.dist == "empirical":
         return max(spec.min, int(_empirical_values(spec).max()))
     if spec.dist == "normal":

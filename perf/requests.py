@@ -7,11 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-import numpy as np
-
-from perf.arrivals import arrival_offsets, burst_offsets
 from perf.lengths import longest, sample_lengths
-from perf.prompts import PromptMaker
 from core.recipe_perf import Workload
 
 OPEN_LOOP_SECONDS = 10   # default length of an open-loop level: rate x this many requests (at least 16)
@@ -67,6 +63,10 @@ def longest_request(workload: Workload) -> int:
 def plan_level(workload: Workload, kind: str, level: float, maker: PromptMaker, seed: int,
                limit: int | None = None) -> list[Planned]:
     """The requests of one level; with `limit`, only the first `limit` (e.g. a warm-up), and no more built."""
+    import numpy as np   # where requests are drawn: the memory columns of a cached sweep read only their lengths
+
+    from perf.arrivals import arrival_offsets, burst_offsets
+
     rng = np.random.default_rng([seed, int(level * 1000)])
     if kind == "trace":
         rows = read_trace(workload.trace)[:limit if limit is not None else workload.requests_per_level]

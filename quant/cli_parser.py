@@ -69,7 +69,8 @@ def build(handlers: dict[str, Callable], version: str) -> argparse.ArgumentParse
                                  "default runs/<recipe name>)")
     s.add_argument("--cache-dir", help="stage cache, a directory or an fsspec URL (default: <out>/../.cache)")
     s.add_argument("--only", **SEVERAL, metavar="VARIANT", help="run only these variants")
-    s.add_argument("--retry-failed", action="store_true", help="retry variants the engine rejected before")
+    s.add_argument("--retry-failed", action="store_true",
+                   help="retry variants the engine rejected before or is known to refuse")
     s.add_argument("--allow-failed", action="store_true", help="exit 0 even when a variant failed")
     s.add_argument("--strict", action="store_true", help=argparse.SUPPRESS)   # accepted; its behaviour is the default
     s.add_argument("--allow-unisolated-code", action="store_true", help=UNISOLATED_HELP)

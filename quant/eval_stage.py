@@ -9,12 +9,11 @@ import time
 from pathlib import Path
 
 from core.hashing import digest, file_digest, tree_digest, versions
+from core.memo import remembered
 from core.recipe import Task, Variant
 from core.store import copy_file
 from core.run_layout import LM_EVAL_DIR as LM_EVAL
 from evals import task_facts
-from evals.response_length import response_tokens
-from evals.runner import evaluate_task
 from evals.tokens import SCORING_VERSION
 from quant.context import Checkpoint, Session, SweepContext
 
@@ -64,6 +63,9 @@ class EvalStage:
 
 
 def run_eval(ctx: SweepContext, lm, task: Task, key: str, model_name: str) -> None:
+    from evals.response_length import response_tokens   # a tokenizer and scipy: likewise
+    from evals.runner import evaluate_task   # lm-eval: a cached task never imports it
+
     size = task_facts.size(task.name)
     total = size if task.limit is None else min(task.limit, size or task.limit)
     with ctx.reporter.bar(f"  eval {task.key}", total=total) as advance:
@@ -73,6 +75,9 @@ def run_eval(ctx: SweepContext, lm, task: Task, key: str, model_name: str) -> No
         with tempfile.TemporaryDirectory(prefix="quant-lm-eval-") as scratch:
             summary, samples = evaluate_task(lm, task, lm_eval_dir=Path(scratch), model_name=model_name)
             summary["eval_seconds"] = round(time.time() - started, 2)
+            lengths = response_tokens(samples, ctx.model_dir)
+            if lengths:
+                summary["response_tokens"] = lengths
             lm_eval_files = {f"{LM_EVAL}/{path.name}": path for path in Path(scratch).glob("*/*")}
             ctx.cache.save_json(STAGE_EVAL, key, summary, extra={"samples.jsonl": samples}, files=lm_eval_files)
     primary = summary["primary"]
@@ -82,12 +87,10 @@ def run_eval(ctx: SweepContext, lm, task: Task, key: str, model_name: str) -> No
 
 def collect_eval(ctx: SweepContext, key: str, task: str, record: dict, vdir: Path, backend: str) -> None:
     summary = ctx.cache.load_json(STAGE_EVAL, key)
-    primary = summary["primary"]
+    primary, lengths = summary["primary"], summary.pop("response_tokens", None)
     record["accuracy"][task] = {"metric": primary, **summary[primary], "backend": backend,
                                 "metrics": {m: v for m, v in summary.items() if m != "primary"}}
     samples = ctx.cache.path(STAGE_EVAL, key) / "samples.jsonl"
-    lengths = response_tokens([json.loads(line) for line in samples.read_text().splitlines() if line.strip()],
-                              ctx.model_dir)
     if lengths:
         record["accuracy"][task]["response_tokens"] = lengths
     copy_file(samples, vdir / "evals" / f"{task}.jsonl")
@@ -96,7 +99,18 @@ def collect_eval(ctx: SweepContext, key: str, task: str, record: dict, vdir: Pat
 
 def _collect_lm_eval(cached: Path, vdir: Path) -> None:
     """lm-eval's layout, output_path/<model_name_sanitized>/, so its tooling reads variants/<v>/lm_eval."""
-    from lm_eval.utils import sanitize_model_name
+    files = sorted(cached.glob("*")) if cached.is_dir() else []
+    if files:
+        folder = _lm_eval_folder(vdir.name)
+        for src in files:
+            copy_file(src, vdir / LM_EVAL / folder / src.name)
 
-    for src in sorted(cached.glob("*")) if cached.is_dir() else []:
-        copy_file(src, vdir / LM_EVAL / sanitize_model_name(vdir.name) / src.name)
+
+def _lm_eval_folder(model_name: str) -> str:
+    """lm-eval's own name for a model's output folder, remembered per lm-eval version (lm_eval.utils takes
+    seconds to import, and a cached sweep needs nothing else of it)."""
+    def sanitize() -> str:
+        from lm_eval.utils import sanitize_model_name
+        return sanitize_model_name(model_name)
+
+    return remembered("lm-eval-model-folder", (model_name, versions("lm_eval")), sanitize)

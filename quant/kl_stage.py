@@ -8,7 +8,6 @@ import json
 from core.hashing import digest
 from core.recipe import Variant
 from evals.kl import TOP_K, item_kl, item_top1_agreement, reference_pairs
-from evals.stats import mean_ci
 from quant.context import KlReference, Session, SweepContext
 from quant.eval_stage import STAGE_EVAL
 
@@ -48,6 +47,8 @@ class KlStage:
     def run(self, session: Session) -> None:
         """The uncached halves, with `session.lm` (anything with topk_logprobs) on this variant; the variant's
         answers come from its eval stage, which has run by now."""
+        from evals.stats import mean_ci   # numpy and scipy: a cached stage never imports them
+
         ctx = self.ctx
         for task in self.todo:
             eval_key = self.eval_keys[task]

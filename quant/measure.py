@@ -14,9 +14,8 @@ from rich.markup import escape
 from core.hashing import digest
 from core.recipe import Variant
 from core.store import write_jsonl
-from evals.backends.inprocess import inprocess_lm
-from evals.backends.served import ServedLM
 from perf.engines import ENGINES, EngineDiedError, EngineStartError
+from perf.engines.known_unsupported import known_refusal
 from perf.engines.process import DEATH_WAIT_S
 from quant.context import Checkpoint, Session, StageError, SweepContext
 from quant.eval_stage import EvalStage
@@ -41,7 +40,9 @@ class Stage(Protocol):
 def measure_variant(ctx: SweepContext, variant: Variant, checkpoint: Checkpoint, record: dict) -> None:
     """Accuracy (and KL) per task and perf per workload into `record`; served, else in-process."""
     serve_failure_key = digest("serve-failure", checkpoint.key, ctx.engine_key, variant.engine_args)
-    if ctx.cache.has(STAGE_SERVE_FAILURES, serve_failure_key) and not ctx.retry_failed:
+    if not ctx.retry_failed and (reason := known_refusal(ctx.engine_facts, checkpoint.path)):   # no start-up
+        ctx.reporter.log(f"  the engine is known to refuse this variant; not started: {reason}")
+    elif ctx.cache.has(STAGE_SERVE_FAILURES, serve_failure_key) and not ctx.retry_failed:
         reason = ctx.cache.load_json(STAGE_SERVE_FAILURES, serve_failure_key)["reason"]
         ctx.reporter.log(f"  engine rejected this variant before (cached): {reason}")
     else:
@@ -109,6 +110,8 @@ def _measure_served(ctx: SweepContext, variant: Variant, checkpoint: Checkpoint,
 
     @contextmanager
     def served() -> Iterator[Session]:
+        from evals.backends.served import ServedLM   # lm-eval: imported only when a stage has work
+
         ctx.reporter.log(f"  starting {ctx.recipe.engine.kind} on 127.0.0.1 …")
         started = time.time()
         with ExitStack() as stack:
@@ -138,6 +141,8 @@ def _measure_inprocess(ctx: SweepContext, variant: Variant, checkpoint: Checkpoi
 
     @contextmanager
     def in_process() -> Iterator[Session]:
+        from evals.backends.inprocess import inprocess_lm   # transformers and torch: only when a stage has work
+
         try:
             with timed(record, "model_load"):
                 lm = inprocess_lm(checkpoint.path)

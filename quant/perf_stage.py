@@ -11,10 +11,8 @@ from core.recipe import Variant
 from core.recipe_perf import Workload
 from core.store import copy_file
 from perf.engines.process import DEATH_WAIT_S
-from perf.isolation import exclusive_perf
 from perf.memory import account
 from perf.requests import longest_request
-from perf.run import level_label, requests_in, run_workload
 from quant.context import Checkpoint, Session, SweepContext
 
 STAGE_PERF = "perf"
@@ -42,6 +40,8 @@ class PerfStage:
     def run(self, session: Session) -> None:
         """Under the perf lock of the recipe's perf isolation: variants measured side by side (the Ray
         executor, or two sweeps on one machine) never share what they measure."""
+        from perf.isolation import exclusive_perf
+
         ctx = self.ctx
         slo = ctx.recipe.perf.slo.bounds() if ctx.recipe.perf.slo else None
 
@@ -55,6 +55,8 @@ class PerfStage:
                         self._measure(session, workload, where, slo)
 
     def _measure(self, session: Session, workload: Workload, where: dict, slo: dict | None) -> None:
+        from perf.run import requests_in, run_workload   # the load generator: a cached stage never imports it
+
         ctx = self.ctx
         levels = workload.levels()
         label = f"{levels[0][0]} " + ", ".join(f"{level:g}" for _, level in levels)
@@ -81,6 +83,8 @@ class PerfStage:
             copy_file(self.ctx.cache.path(STAGE_PERF, key) / "records.jsonl", vdir / "perf" / f"{name}.jsonl")
 
     def _log(self, name: str, result: dict) -> None:
+        from perf.run import level_label
+
         log = self.ctx.reporter.log
         for p in result["points"]:
             if p["errors"] == p["n"]:

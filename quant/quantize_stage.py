@@ -8,11 +8,13 @@ import time
 from pathlib import Path
 
 from core.hashing import digest, tree_digest, versions
+from core.memo import remembered, source_digest
 from core.recipe import Variant
 from core.store import read_json
 from quant.context import Checkpoint, StageError, SweepContext
 from quant.sensitivity_stage import ranking, with_kept_modules, write_report
 from quantize import QuantizeError, quantize_in_subprocess
+from quantize import manifest as manifest_module
 from quantize.calibration import calibration_key
 from quantize.manifest import MANIFEST_NAME, checkpoint_facts, library_versions
 from quantize.schemes import describe_variant
@@ -32,7 +34,8 @@ def _checkpoint(ctx: SweepContext, variant: Variant) -> tuple[Path, str, dict]:
         path = Path(variant.checkpoint).expanduser()
         if not path.is_dir():
             raise StageError(f"checkpoint {path} does not exist")
-        return path.resolve(), tree_digest(path), _existing_manifest(path)
+        key = tree_digest(path)
+        return path.resolve(), key, _existing_manifest(path, key)
     if not variant.quantized:
         return ctx.model_dir, ctx.model_key, _original_manifest(ctx)
     if variant.sensitivity:
@@ -103,11 +106,14 @@ def _original_manifest(ctx: SweepContext) -> dict:
     return manifest
 
 
-def _existing_manifest(path: Path) -> dict:
-    """A ready-made checkpoint's facts: its own manifest if we made it, else what its files say."""
+def _existing_manifest(path: Path, key: str) -> dict:
+    """A ready-made checkpoint's facts: its own manifest if we made it, else what its files say (remembered by
+    the checkpoint's content key: reading tensor shapes imports torch)."""
     if (path / MANIFEST_NAME).is_file():
         return {**read_json(path / MANIFEST_NAME), "source": "existing checkpoint"}
     try:
-        return {"source": "existing checkpoint", **checkpoint_facts(path)}
+        facts = remembered("checkpoint-facts", (key, versions("safetensors"), source_digest(manifest_module.__file__)),
+                           lambda: checkpoint_facts(path))
+        return {"source": "existing checkpoint", **facts}
     except (OSError, ValueError, KeyError) as exc:
         return {"source": "existing checkpoint", "facts_error": f"{type(exc).__name__}: {exc}"}

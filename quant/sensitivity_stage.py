@@ -3,10 +3,12 @@ ranking (the analysis is quantize/sensitivity.py), cached by content, and its re
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
 from core.hashing import digest, versions
+from core.memo import remembered, source_digest
 from core.recipe import Recipe, Sensitivity, Variant
 from core.store import Cache, atomic_path, write_json, write_text
 
@@ -16,12 +18,12 @@ STAGE = "sensitivity"
 def ranking(cache: Cache, reporter, model_dir: Path, model_key: str, recipe: Recipe, variant: Variant,
             spec: Sensitivity | None = None, device: str = "cpu") -> dict:
     from quantize.calibration import calibration_key, calibration_texts
-    from quantize.sensitivity import analyse, task_items, weight_args
+    from quantize.sensitivity import analyse, task_items
     from quantize.shapes import apply_unfit_policy
 
     spec = spec or variant.sensitivity or Sensitivity(keep_top=1)
     variant, _ = apply_unfit_policy(model_dir, variant)   # `unfit_groups: keep`: those Linears are not ranked
-    args = weight_args(variant).model_dump(mode="json", exclude_none=True)
+    args = _weight_args(variant)
     key = digest("sensitivity", 2, model_key, args, sorted(variant.ignore), calibration_key(recipe.calibration),
                  [t.model_dump(mode="json") for t in recipe.tasks], spec.by, spec.samples, spec.items_per_task,
                  versions("torch", "transformers", "compressed-tensors", "lm_eval"))
@@ -39,6 +41,21 @@ def ranking(cache: Cache, reporter, model_dir: Path, model_key: str, recipe: Rec
     reporter.log(f"  sensitivity: {len(result['units'])} units scored in {time.time() - started:.1f}s")
     cache.save_json(STAGE, key, result)
     return result
+
+
+def _weight_args(variant: Variant) -> dict:
+    """The variant's weight QuantizationArgs as JSON, remembered by content (compressed-tensors imports torch:
+    a cached ranking needs neither)."""
+    from quantize import sensitivity
+    from quantize.backends import llmcompressor
+    from quantize.schemes import quant_fields
+
+    def compute() -> dict:
+        return sensitivity.weight_args(variant).model_dump(mode="json", exclude_none=True)
+
+    key = (quant_fields(variant), versions("compressed-tensors"),
+           source_digest(sensitivity.__file__, llmcompressor.__file__))
+    return remembered("sensitivity-weight-args", key, compute)
 
 
 def kept_units(result: dict, spec: Sensitivity) -> tuple[list[dict], float]:
@@ -115,7 +132,18 @@ def render_plot(result: dict, path: Path) -> None:
 def write_report(result: dict, out: Path, spec: Sensitivity | None = None) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     paths = [out / "sensitivity.json", out / "sensitivity.md", out / "sensitivity.png"]
+    markdown = render_markdown(result, spec)
+    if _written(paths, result, markdown):   # a cached ranking: its plot is drawn already (matplotlib: seconds)
+        return paths
     write_json(paths[0], result)
-    write_text(paths[1], render_markdown(result, spec))
+    write_text(paths[1], markdown)
     render_plot(result, paths[2])
     return paths
+
+
+def _written(paths: list[Path], result: dict, markdown: str) -> bool:
+    try:
+        return (json.loads(paths[0].read_text()) == json.loads(json.dumps(result, default=str))
+                and paths[1].read_text() == markdown and paths[2].is_file())
+    except (OSError, ValueError):
+        return False

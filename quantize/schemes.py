@@ -7,6 +7,8 @@ from __future__ import annotations
 import difflib
 from functools import lru_cache
 
+from core.hashing import versions
+from core.memo import remembered, source_digest
 from core.recipe import Variant
 
 Problem = tuple[tuple, str]   # (where in the variant, e.g. ("groups", 1, "scheme"); message)
@@ -53,7 +55,20 @@ def weight_args_of(name: str | None, spec) -> object:
 
 
 def problems(variant: Variant) -> list[Problem]:
-    """Everything wrong with the variant's schemes and algorithm that needs no model to see."""
+    """Everything wrong with the variant's schemes and algorithm that needs no model to see (remembered by
+    content: compressed-tensors is imported only for a combination not checked before)."""
+    from quantize.backends import llmcompressor
+
+    key = (quant_fields(variant), versions("compressed-tensors"), source_digest(__file__, llmcompressor.__file__))
+    return [(tuple(loc), message) for loc, message in remembered("schemes", key, lambda: _problems(variant))]
+
+
+def quant_fields(variant: Variant) -> dict:
+    """What a check of the variant's quantization reads: everything but its name, description and serving."""
+    return variant.model_dump(mode="json", exclude={"name", "description", "engine_args", "baseline"})
+
+
+def _problems(variant: Variant) -> list[Problem]:
     found: list[Problem] = []
     schemes = _schemes(variant)
     for loc, name, spec in schemes:

@@ -8,6 +8,9 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # Sweeps run by tests record into a throwaway history database, not the user's.
 os.environ["QUANT_HISTORY_DB"] = os.path.join(
     os.environ.get("PYTEST_TMPDIR", "/tmp"), f"quant-test-history-{os.getpid()}.sqlite")
+# ... and remember validation answers (core/memo.py) in a throwaway directory, not the user's.
+os.environ["QUANT_CHECK_CACHE"] = os.path.join(
+    os.environ.get("PYTEST_TMPDIR", "/tmp"), f"quant-test-checks-{os.getpid()}")
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))

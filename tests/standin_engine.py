@@ -15,7 +15,8 @@ appended to $STANDIN_ENGINE_STARTS.cores) and, at its first completion, SIGKILLs
 server hangs on a dead engine: "dies-once" only on its first start, "dies-always" on every start.
 A served name ending in "-wrong<K>" answers " #### 41" to the text prompts that name "item <N>" with N < K:
 that variant loses exactly those items against the baseline.
-`PY -c ...` (the sweep's engine probe) prints the stand-in's facts: vllm, its version, and the device
+`PY -c ...` (the sweep's engine probe) prints the stand-in's facts: the distribution and version
+$STANDIN_ENGINE_DISTRIBUTION and $STANDIN_ENGINE_VERSION name (default vllm and its own version), and the device
 $STANDIN_ENGINE_DEVICE names (default cpu).
 """
 
@@ -141,7 +142,8 @@ def serve(argv: list[str]) -> None:
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["-c"]:
-        print(json.dumps({"distribution": "vllm", "version": VERSION,
+        print(json.dumps({"distribution": os.environ.get("STANDIN_ENGINE_DISTRIBUTION", "vllm"),
+                          "version": os.environ.get("STANDIN_ENGINE_VERSION", VERSION),
                           "device": os.environ.get("STANDIN_ENGINE_DEVICE", "cpu")}))
     elif sys.argv[1:3] == ["-m", "vllm.entrypoints.openai.api_server"]:
         serve(sys.argv[3:])

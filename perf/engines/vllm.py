@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import atexit
+import functools
 import json
 import os
 import shlex
@@ -12,7 +13,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import httpx
 import psutil
 
 from perf.engines.process import (EngineDiedError, EngineStartError, command_pid, error_reason, free_port,
@@ -84,11 +84,23 @@ print(json.dumps(facts))
 
 
 def engine_facts(python: str, env: dict[str, str] | None = None) -> dict:
-    """What the engine environment is: {distribution, version, device}; a value is None where unknown."""
+    """What the engine environment is: {distribution, version, device}; a value is None where unknown. Asked
+    once per process for the same interpreter (file unchanged) and environment: validation and the sweep
+    both need it."""
+    merged = {**os.environ, **(env or {})}
+    try:
+        stamp = os.stat(python).st_mtime_ns
+    except OSError:
+        stamp = None
+    return dict(_probe(python, stamp, tuple(sorted(merged.items()))))
+
+
+@functools.lru_cache(maxsize=16)
+def _probe(python: str, _stamp: int | None, env: tuple[tuple[str, str], ...]) -> dict:
     unknown = {"distribution": None, "version": None, "device": None}
     try:
         out = subprocess.run([python, "-c", _PROBE], capture_output=True, text=True, timeout=60,
-                             env={**os.environ, **(env or {})}).stdout.strip()
+                             env=dict(env)).stdout.strip()
     except (OSError, subprocess.TimeoutExpired):
         return unknown
     try:
@@ -283,6 +295,8 @@ class VLLMServer:
         return EngineStartError(reason, self.log_path)
 
     def _wait_ready(self) -> None:
+        import httpx   # only where a server starts: `quant validate` and a cached sweep never need it
+
         deadline = time.monotonic() + self.startup_timeout_s
         assert self._proc is not None
         with httpx.Client(timeout=2.0, trust_env=False) as client:
@@ -300,7 +314,9 @@ class VLLMServer:
                         f"engine not ready within {self.startup_timeout_s:.0f} s{last}", self.log_path)
                 time.sleep(0.5)
 
-    def _ready(self, client: httpx.Client) -> bool:
+    def _ready(self, client) -> bool:
+        import httpx
+
         try:
             if client.get(f"{self.base_url}/health").status_code != 200:
                 return False

