@@ -60,7 +60,7 @@ def run_sweep(recipe: Recipe, out: Location | str | Path, recipe_path: Path | No
         if location.remote:   # the URL is the truth: an earlier run there is resumed as a local one would be
             shutil.rmtree(out, ignore_errors=True)
             location.remote.download_dir("", out)
-        ctx = _context(recipe, location, recipe_path, cache_dir, reporter, retry_failed)
+        ctx = _context(recipe, location, recipe_path, cache_dir, reporter, retry_failed, device)
         results = _load_previous(out, recipe)
         _note_sources(ctx, results, code_tasks)
         chosen = [v for v in recipe.variants if not only or v.name in only]
@@ -106,7 +106,7 @@ def _default_cache(location: Location) -> str | Path:
 
 
 def _context(recipe: Recipe, location: Location, recipe_path: Path | None, cache_dir: str | Path | None,
-             reporter: Reporter, retry_failed: bool) -> SweepContext:
+             reporter: Reporter, retry_failed: bool, device: str) -> SweepContext:
     out = location.local
     cache = Cache.at(cache_dir or _default_cache(location))
     model_dir = resolve_model(recipe.model, recipe_path.parent if recipe_path else None, log=reporter.log,
