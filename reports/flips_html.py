@@ -40,7 +40,7 @@ def _task(t: TaskFlips) -> str:
 
 def flips_section(results: Results, run_dir: Path | None) -> str:
     """The section, or "" where no variant has per-item records beside the baseline's."""
-    if run_dir is None:
+    if run_dir is None or results.baseline not in results.variants:   # `--only` without the baseline
         return ""
     base = results.variants[results.baseline]
     parts = []

@@ -230,7 +230,8 @@ def test_a_sweep_with_code_tasks_is_refused_before_any_work(no_bubblewrap, monke
     field = tmp_path / "opted-in.yaml"
     field.write_text(open("recipes/demo.yaml").read() + "\nallow_unisolated_code: true\n")
     for allowed, opted in ((True, recipe), (False, load_recipe(str(field))),
-                           (False, recipe.model_copy(update={"tasks": [Task(name="demo_math")]}))):
+                           (False, recipe.model_copy(update={"tasks": [Task(name="demo_math")], "gates": recipe.gates.model_copy(
+                               update={"per_task": {}})}))):
         with pytest.raises(AssertionError, match="work started"):
             quant.sweep.run_sweep(opted, tmp_path / "run", allow_unisolated_code=allowed)
 

@@ -26,7 +26,7 @@ def sweep(tmp_path_factory):
     from evals.backends import inprocess_lm
 
     root = tmp_path_factory.mktemp("sweep")
-    ctx = SimpleNamespace(cache=Cache(root / "cache"), reporter=Reporter(quiet=True))
+    ctx = SimpleNamespace(cache=Cache(root / "cache"), reporter=Reporter(quiet=True), model_dir=REPO / "demo/model")
     task = Task(name="gsm8k", data_files=DEMO_MATH, num_fewshot=0, limit=5)
     run_eval(ctx, inprocess_lm(REPO / "demo/model"), task, "k1", "bf16")
     record = {"accuracy": {}}
