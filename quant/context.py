@@ -67,7 +67,8 @@ class SweepContext:
     @property
     def engine_key(self) -> str:
         e = self.recipe.engine
-        return digest(e.kind, e.args, e.env, e.dtype, self.engine_version)
+        isa = (self.engine_facts or {}).get("cpu_isa")   # a CPU engine's kernels (and speed) depend on the host
+        return digest(e.kind, e.args, e.env, e.dtype, self.engine_version, *((isa,) if isa else ()))
 
     def variant_dir(self, name: str) -> Path:
         return self.out / "variants" / name

@@ -121,7 +121,7 @@ def _context(recipe: Recipe, location: Location, recipe_path: Path | None, cache
     reporter.log(f"sweep [bold]{recipe.name}[/bold]: model {model_dir} · {len(recipe.variants)} variants · "
                  f"tasks {', '.join(t.key for t in recipe.tasks)} · engine "
                  f"{engine['distribution'] or recipe.engine.kind} {ctx.engine_version} "
-                 f"({engine['device'] or 'device unknown'})")
+                 f"({', '.join(filter(None, (engine['device'] or 'device unknown', engine.get('cpu_isa'))))})")
     leftovers = ctx.cache.remove_leftovers() + remove_leftovers(out, recursive=True)
     if leftovers:
         reporter.log(f"removed {len(leftovers)} unfinished file(s) of an interrupted run")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from core.results import Results
 from reports.flips_html import anchor, flips_section
-from reports.markdown import (ACCURACY_HEADERS, CHECKPOINT_HEADERS, FOREIGN_LOAD_FOOTNOTE, GATE_ICON,
+from reports.markdown import (ACCURACY_HEADERS, CHECKPOINT_HEADERS, FOREIGN_LOAD_FOOTNOTE,
                               PERF_HEADERS, PLACEMENT_HEADERS, accuracy_cells, by_accuracy, checkpoint_rows, legend,
                               model_notes, p99_unreliable, perf_cells, placement_rows)
 from reports.summary import Summary, summarize
@@ -20,10 +20,13 @@ STYLE = """body{font-family:system-ui,sans-serif;margin:1rem 2rem;color:#222;max
 h1,p,li,summary{overflow-wrap:anywhere}h1{margin:.5rem 0}.scroll{overflow-x:auto;max-width:100%}
 table{border-collapse:collapse;margin:.5rem 0 1rem}
 td,th{border:1px solid #ccc;padding:.25rem .45rem;text-align:right;font-size:.9rem;vertical-align:top}
-td:nth-child(2),th:nth-child(2){text-align:left;overflow-wrap:anywhere}
-table.verdict td,table.verdict th{text-align:left;overflow-wrap:anywhere}code.cmd{font-size:.8rem}
+td:nth-child(2),th:nth-child(2){text-align:left;overflow-wrap:break-word}
+table.verdict td,table.verdict th{text-align:left;overflow-wrap:break-word}code.cmd{font-size:.8rem;overflow-wrap:anywhere}
 tr.pareto{background:#eefbe9}.bad{color:#b00}.warn{color:#a60}.pass{color:#070}img{max-width:100%}
 @media (max-width:600px){body{margin:.5rem}}"""
+# Text glyphs every system font has (colour emoji are missing from many Linux installs).
+OUTCOME_MARK = {"pass": "✓", "regression": "✗", "inconclusive": "?", "cannot be deployed": "✗", "cannot gate": "?",
+                "baseline": ""}
 OUTCOME_CLASS = {"pass": "pass", "regression": "bad", "inconclusive": "warn", "cannot be deployed": "bad",
                  "cannot gate": "warn", "baseline": ""}
 
@@ -46,7 +49,7 @@ def _plain(cells: list[str]) -> list[tuple[str, str]]:
 def verdict_section(summary: Summary, baseline: str, flips: str = "") -> str:
     """flips: the flipped-items section, whose per-variant anchors the variant names link to."""
     name = lambda v: f"<a href='#{anchor(v)}'>{e(v)}</a>" if f"id='{anchor(v)}'" in flips else e(v)
-    gates = [[("", name(g.variant)), (OUTCOME_CLASS[g.outcome], f"{GATE_ICON[g.outcome]} {e(g.outcome)}".strip()),
+    gates = [[("", name(g.variant)), (OUTCOME_CLASS[g.outcome], f"{OUTCOME_MARK[g.outcome]} {e(g.outcome)}".strip()),
               ("", e(g.deciding))] for g in summary.gates]
     parts = ["<section id='verdict'><h2>Verdict</h2>",
              f"<p><code>quant gate</code> against <b>{e(baseline)}</b> ({e(summary.policy)}):</p>",

@@ -4,6 +4,7 @@ labels placed where they overlap no other (reports/plot_labels.py)."""
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 import matplotlib
@@ -49,8 +50,9 @@ def render_pareto_png(results: Results, path: Path) -> Path:
             ax.set_title(task)
             ax.set_xlabel(label.format(c=c))
             ax.set_ylabel(metric_of(results, task))
-    fig.suptitle(f"{results.recipe_name}: accuracy vs throughput and size\n(green = Pareto-optimal over "
-                 "accuracy, throughput, p99 latency and size; red = not served, scored in-process)")
+    legend = textwrap.fill("(green = Pareto-optimal over accuracy, throughput, p99 latency and size; red = not "
+                           "served, scored in-process)", width=int(10 * fig.get_figwidth()), break_on_hyphens=False)
+    fig.suptitle(f"{results.recipe_name}: accuracy vs throughput and size\n{legend}")
     fig.tight_layout()
     for ax, points in labels:
         ax.margins(x=0.15, y=0.1)   # room for labels beside the outermost points

@@ -30,11 +30,11 @@ def _browser() -> str:
 
 
 # Runs in the page once it has loaded: what a layout check reads (window, page and verdict geometry, and the
-# tables whose scroll container has to scroll them sideways).
+# tables whose scroll container has to scroll them sideways), written on the top document for --dump-dom.
 MEASURE = """<script>addEventListener('load', () => {
   const v = document.getElementById('verdict'), box = v ? v.getBoundingClientRect() : null;
   const scrolled = [...document.querySelectorAll('div.scroll')].filter(s => s.scrollWidth > s.clientWidth + 1);
-  document.body.setAttribute('data-layout', JSON.stringify({
+  top.document.body.setAttribute('data-layout', JSON.stringify({
     window_width: innerWidth, window_height: innerHeight,
     page_width: document.documentElement.scrollWidth,
     verdict_top: box && box.top, verdict_bottom: box && box.bottom,
@@ -43,18 +43,23 @@ MEASURE = """<script>addEventListener('load', () => {
     tables_outside_scroll: [...document.querySelectorAll('table')].filter(
         t => !t.parentElement.classList.contains('scroll')).length}));
 });</script>"""
+# Headless Chromium dumps the DOM of a window at least 500 px wide, so the page is measured in a frame of
+# exactly the size asked for, as a phone's viewport would hold it.
+FRAME = ("<!doctype html><body style='margin:0'><iframe style='border:0;display:block;width:{width}px;"
+         "height:{height}px' srcdoc=\"{page}\"></iframe></body>")
 
 
 def measure_layout(page: Path, width: int, height: int, timeout: float = 60) -> dict:
-    """The page's layout at a window of width x height CSS pixels, measured by the page itself (MEASURE)."""
+    """The page's layout in a viewport of width x height CSS pixels, measured by the page itself (MEASURE)."""
     browser = _browser()
     with tempfile.TemporaryDirectory() as scratch:
         probe = Path(scratch) / "page.html"
-        probe.write_text(page.read_text() + MEASURE)
+        probe.write_text(FRAME.format(width=width, height=height,
+                                      page=html.escape(page.read_text() + MEASURE, quote=True)))
         try:
             proc = subprocess.run([browser, *FLAGS, f"--user-data-dir={scratch}/profile",
-                                   f"--window-size={width},{height}", "--virtual-time-budget=5000", "--dump-dom",
-                                   probe.as_uri()], capture_output=True, text=True, timeout=timeout)
+                                   f"--window-size={max(width, 500) + 20},{height + 20}", "--virtual-time-budget=5000",
+                                   "--dump-dom", probe.as_uri()], capture_output=True, text=True, timeout=timeout)
         except subprocess.TimeoutExpired:
             raise NoBrowser(f"{browser} took longer than {timeout:.0f}s") from None
     found = re.search(r"data-layout=\"([^\"]*)\"", proc.stdout)

