@@ -49,6 +49,7 @@ main_stamp=$(stamp_of pyproject.toml "$MAIN_LOCK")
 if needs_build "$MAIN_VENV" "$main_stamp"; then
   echo "setup: installing the main environment into $MAIN_VENV"
   venv_create "$MAIN_VENV"
+  rm -f "$MAIN_VENV/.quant-compiled"
   torch_kept=$(kept_torch "$MAIN_VENV")
   main_constraints=$MAIN_LOCK
   if [[ -n $torch_kept ]]; then
@@ -81,6 +82,7 @@ serve_stamp=$(stamp_of "$SERVE_REQS" "$SERVE_LOCK")
 if needs_build "$SERVE_VENV" "$serve_stamp"; then
   echo "setup: installing the serving environment ($SERVE_REQS) into $SERVE_VENV"
   prepare_venv "$SERVE_VENV"
+  rm -f "$SERVE_VENV/.quant-compiled"
   pip_install "$SERVE_VENV" -q -c "$SERVE_LOCK" -r "$SERVE_REQS"
   if [[ $SERVE_REQS == *cpu* ]]; then
     # The index serves CUDA builds of these; next to the CPU torch they make `import vllm` fail. vllm on CUDA
@@ -95,6 +97,9 @@ fi
 
 # bubblewrap confines generated code (evals/sandbox.py). Installed where we may (root with apt); elsewhere
 # the suite still runs, with rlimits only, and says so at the start of every sweep.
+compile_venv "$MAIN_VENV"
+compile_venv "$SERVE_VENV"
+
 if ! command -v bwrap >/dev/null 2>&1; then
   if [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null 2>&1; then
     echo "setup: installing bubblewrap (sandbox for generated code)"

@@ -76,7 +76,7 @@ def _setup(tmp_path: Path, gpu: bool, torch_in_main_venv: str = "") -> tuple[int
     """scripts/setup.sh with fakes for uv, nvidia-smi (a GPU when `gpu`), bwrap and the two venvs' python (the
     main one reports `torch_in_main_venv` as its installed torch)."""
     calls, bin_dir, site = tmp_path / "calls", tmp_path / "bin", tmp_path / "site"
-    bin_dir.mkdir(parents=True)
+    bin_dir.mkdir(parents=True, exist_ok=True)
     if torch_in_main_venv:
         (site / f"torch-{torch_in_main_venv}.dist-info").mkdir(parents=True)
         (site / f"torch-{torch_in_main_venv}.dist-info/METADATA").write_text(
@@ -109,6 +109,18 @@ def test_setup_on_a_gpu_installs_vllm_for_cuda_and_keeps_what_it_needs(tmp_path)
     assert any("-r requirements/serve-cpu.txt" in call for call in calls)
     assert any(call.startswith("uv pip uninstall") and call.endswith("torchvision torchaudio torchcodec")
                for call in calls)
+
+
+def test_both_environments_are_byte_compiled_once_per_install(tmp_path):
+    """uv writes no .pyc, and with PYTHONDONTWRITEBYTECODE Python never does: without this every engine start
+    would compile vllm from source in each of its three processes."""
+    code, output, calls = _setup(tmp_path, gpu=False)
+    assert code == 0, output
+    compiled = [call for call in calls if "-m compileall" in call]
+    assert [call.split()[0] for call in compiled] == ["main-python", "serve-python"]
+    assert (tmp_path / "main/.quant-compiled").exists() and (tmp_path / "serve/.quant-compiled").exists()
+    code, output, calls = _setup(tmp_path, gpu=False)   # up to date (calls accumulate): nothing compiled again
+    assert code == 0 and [call for call in calls if "-m compileall" in call] == compiled, output
 
 
 def test_setup_keeps_a_torch_the_machine_has_where_llmcompressor_accepts_it(tmp_path):

@@ -149,7 +149,7 @@ def test_no_server_outlives_the_driver(tmp_path, how):
         servers = marked(mark, "vllm")
         assert servers, "no server started"
         driver.send_signal(how)
-        code = driver.wait(timeout=120)
+        code = driver.wait(timeout=240)   # the cluster and its servers stop first; slow on a loaded machine
         assert code == (130 if how == signal.SIGINT else -signal.SIGKILL)
         gone, alive = psutil.wait_procs(servers, timeout=90)
         assert not alive, f"servers left running: {[p.pid for p in alive]}"
