@@ -130,10 +130,10 @@ def run_ray(ctx, variants: list[Variant], execution: Execution, run_one) -> Iter
                 else:
                     submit(variant, resources)
             while pending:
-                # in short waits: a Ctrl-C or SIGTERM is handled between them, never lost inside a blocking call
-                ready, _ = ray.wait(list(pending), num_returns=1, timeout=1.0)
-                if ready:
-                    yield finished(ready[0])
+                # no timeout: ray 2.60's timed wait can consume a Ctrl-C that arrives during it (the sweep then ran
+                # on to the end); the blocking one raises it
+                ready, _ = ray.wait(list(pending), num_returns=1)
+                yield finished(ready[0])
     finally:
         for ref in pending:   # Ctrl-C, SIGTERM or an error in the driver: stop remote work (servers die with it)
             ray.cancel(ref, force=True)

@@ -18,6 +18,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from reports.render import RENDERED
 from tests.helpers import REPO, TEST_RECIPES
 
 pytestmark = pytest.mark.integration
@@ -181,8 +182,10 @@ def test_sigkill_at_any_point_leaves_nothing_running_and_a_rerun_finishes_identi
     last_s = time.monotonic() - last.started
     logs.append(last.log)
     assert re.search(r"removed \d+ unfinished", last.log)
-    # (the cache's .locks/ holds its per-key lock files, which stay: a kernel lock goes with its holder)
-    leftovers = [p for p in cache.rglob(".*") if ".locks" not in p.relative_to(cache).parts] + list(run.rglob(".*"))
+    # what stays by design: the cache's per-key lock files (a kernel lock goes with its holder) and the record
+    # of what the run's reports were rendered from
+    leftovers = ([p for p in cache.rglob(".*") if ".locks" not in p.relative_to(cache).parts]
+                 + [p for p in run.rglob(".*") if p.name != RENDERED])
     assert not leftovers, f"temporary files or staging directories left: {leftovers}"
     assert not _carrying(tag)
 

@@ -40,6 +40,9 @@ gates: {max_drop: 0.5, min_n: 4}
 """
 
 
+SERVER = "vllm.entrypoints.openai.api_server"   # the server's command line (the engine probe's also says "vllm")
+
+
 def quant_cmd(*args: str) -> list[str]:
     return [sys.executable, "-m", "quant.cli", *args]
 
@@ -144,9 +147,9 @@ def test_no_server_outlives_the_driver(tmp_path, how):
                               env={**os.environ, "QUANT_TEST_MARK": mark})
     try:
         deadline = time.time() + 600
-        while not marked(mark, "vllm") and driver.poll() is None and time.time() < deadline:
+        while not marked(mark, SERVER) and driver.poll() is None and time.time() < deadline:
             time.sleep(1)
-        servers = marked(mark, "vllm")
+        servers = marked(mark, SERVER)
         assert servers, "no server started"
         driver.send_signal(how)
         code = driver.wait(timeout=240)   # the cluster and its servers stop first; slow on a loaded machine
