@@ -21,12 +21,13 @@ h1,p,li,summary{overflow-wrap:anywhere}h1{margin:.5rem 0}.scroll{overflow-x:auto
 table{border-collapse:collapse;margin:.5rem 0 1rem}
 td,th{border:1px solid #ccc;padding:.25rem .45rem;text-align:right;font-size:.9rem;vertical-align:top}
 td:nth-child(2),th:nth-child(2){text-align:left;overflow-wrap:break-word}
-table.verdict td,table.verdict th{text-align:left;overflow-wrap:break-word}code.cmd{font-size:.8rem;overflow-wrap:anywhere}
+table.verdict td,table.verdict th{text-align:left;overflow-wrap:break-word}
+code.cmd{font-size:.8rem;overflow-wrap:anywhere}
 tr.pareto{background:#eefbe9}.bad{color:#b00}.warn{color:#a60}.pass{color:#070}img{max-width:100%}
 @media (max-width:600px){body{margin:.5rem}}"""
 # Text glyphs every system font has (colour emoji are missing from many Linux installs).
-OUTCOME_MARK = {"pass": "✓", "regression": "✗", "inconclusive": "?", "cannot be deployed": "✗", "cannot gate": "?",
-                "baseline": ""}
+OUTCOME_MARK = {"pass": "✓", "regression": "✗", "inconclusive": "?", "cannot be deployed": "✗",
+                "cannot gate": "?", "baseline": ""}
 OUTCOME_CLASS = {"pass": "pass", "regression": "bad", "inconclusive": "warn", "cannot be deployed": "bad",
                  "cannot gate": "warn", "baseline": ""}
 
