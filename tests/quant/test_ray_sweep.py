@@ -16,6 +16,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from perf.engines.vllm import ENTRYPOINT   # the server's command line (the engine probe's also says "vllm")
 from tests.helpers import REPO
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(3600)]   # two sweeps of two variants
@@ -38,9 +39,6 @@ perf:
     - {name: tiny, prompt_tokens: 32, output_tokens: 8, concurrency: [1, 2], requests_per_level: 6, warmup_requests: 1}
 gates: {max_drop: 0.5, min_n: 4}
 """
-
-
-SERVER = "vllm.entrypoints.openai.api_server"   # the server's command line (the engine probe's also says "vllm")
 
 
 def quant_cmd(*args: str) -> list[str]:
@@ -147,9 +145,9 @@ def test_no_server_outlives_the_driver(tmp_path, how):
                               env={**os.environ, "QUANT_TEST_MARK": mark})
     try:
         deadline = time.time() + 600
-        while not marked(mark, SERVER) and driver.poll() is None and time.time() < deadline:
+        while not marked(mark, ENTRYPOINT) and driver.poll() is None and time.time() < deadline:
             time.sleep(1)
-        servers = marked(mark, SERVER)
+        servers = marked(mark, ENTRYPOINT)
         assert servers, "no server started"
         driver.send_signal(how)
         code = driver.wait(timeout=240)   # the cluster and its servers stop first; slow on a loaded machine
