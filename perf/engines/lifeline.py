@@ -9,7 +9,11 @@ cleanup code having to run:
 - it is a child subreaper, so descendants whose own parent died stay in its tree instead of moving to
   init, and it kills every one of them;
 - the command itself gets PR_SET_PDEATHSIG=SIGKILL tied to this launcher, which is single-threaded, in
-  case the launcher itself is SIGKILLed;
+  case the launcher itself is SIGKILLed; its descendants would then move to init (a supervisor such as
+  Ray's SIGKILLs the processes it started, this launcher among them), so a rearguard process, forked first
+  and outside the tree, waits on a pipe from the launcher and, if the launcher ends without saying its tree
+  is gone, SIGKILLs every process whose environment carries the tree's mark (QUANT_LIFELINE_TREE) and
+  removes the /dev/shm segments the launcher had noted;
 - it notes the /dev/shm segments its tree maps and, once the tree is gone, removes those no live
   process maps (a SIGKILLed vLLM leaves its psm_* segments behind);
 - a tree is one server: when any of its vital processes dies (the command itself, or a descendant whose
@@ -34,6 +38,9 @@ POLL_S = 0.1
 SHM_SCAN_EVERY = 10   # polls between two notes of the tree's /dev/shm mappings
 SHM_DIR = "/dev/shm/"
 DEATH_GRACE_S = 2.0   # after a vital process died: time for the rest to log what it saw, then SIGKILL
+REARGUARD_TITLE = "quant-rearguard"   # its process title (comm): not the command, not of the tree
+TREE_MARK = "QUANT_LIFELINE_TREE"   # in the command's environment, so every descendant of it inherits it
+ORPHAN_SWEEP_S = 10.0   # how long the rearguard keeps killing marked processes (some may still be forking)
 
 
 def lifeline_argv(grace_s: float = 15.0, parent_pid: int | None = None, vital: tuple[str, ...] = ()) -> list[str]:
@@ -127,6 +134,62 @@ def _signal_all(pids: list[int], sig: int) -> None:
             pass
 
 
+def _set_title(title: str) -> str:
+    """Set this process's title (comm); the one it had."""
+    with open("/proc/self/comm", "r+") as f:
+        old = f.read().strip()
+        f.seek(0)
+        f.write(title)
+    return old
+
+
+def marked(mark: str) -> list[int]:
+    """Processes whose environment (as exec'd) holds TREE_MARK=mark."""
+    needle = f"{TREE_MARK}={mark}\0".encode()
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/environ", "rb") as f:
+                    if needle in f.read() + b"\0":
+                        found.append(int(entry))
+            except OSError:
+                pass
+    return found
+
+
+def rearguard(notes: int, mark: str) -> None:
+    """Read the launcher's notes (a /dev/shm path per line, then "done" once its tree is gone) until the pipe
+    closes; if it closed without "done", the launcher was killed: end its marked orphans and their segments."""
+    shm, done, rest = set(), False, b""
+    while chunk := os.read(notes, 65536):
+        *lines, rest = (rest + chunk).split(b"\n")
+        for line in lines:
+            done = done or line == b"done"
+            shm.add(line.decode(errors="replace"))
+    if done:
+        return
+    deadline, me, ended = time.monotonic() + ORPHAN_SWEEP_S, os.getpid(), set()
+    while (left := [p for p in marked(mark) if p != me]) and time.monotonic() < deadline:
+        _signal_all(left, signal.SIGKILL)
+        ended |= set(left)
+        time.sleep(0.05)
+    while any(_ended(p) is None for p in ended) and time.monotonic() < deadline:   # their maps go with them
+        time.sleep(0.05)
+    shm = {path for path in shm if path.startswith(SHM_DIR)}
+    for path in shm - _mapped_by_anyone(shm):
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+    if ended:
+        try:
+            os.write(2, f"lifeline: the launcher was killed; ended {len(ended)} orphaned process(es) of its tree\n"
+                     .encode())
+        except OSError:
+            pass
+
+
 class Watchdog:
     def __init__(self, parent: int, grace_s: float, argv: list[str], vital: tuple[str, ...] = ()):
         self.parent, self.grace_s, self.argv, self.vital_prefixes = parent, grace_s, argv, vital
@@ -135,6 +198,33 @@ class Watchdog:
         self.status: int | None = None   # the command's wait status
         self.stop_requested = False
         self.shm: set[str] = set()
+        self.mark = f"{self.me}:{os.urandom(8).hex()}"
+        self.rearguard, self.notes = self._start_rearguard()
+
+    def _start_rearguard(self) -> tuple[int, int]:
+        read_end, write_end = os.pipe()
+        title = _set_title(REARGUARD_TITLE)   # the child is born with it (whoever looks for the command skips it)
+        pid = os.fork()
+        if pid == 0:
+            try:
+                os.close(write_end)
+                for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+                    signal.signal(sig, signal.SIG_IGN)
+                rearguard(read_end, self.mark)
+            finally:
+                os._exit(0)
+        _set_title(title)
+        os.close(read_end)
+        return pid, write_end
+
+    def _note(self, line: str) -> None:
+        try:
+            os.write(self.notes, f"{line}\n".encode())
+        except OSError:
+            pass
+
+    def _tree(self) -> list[int]:
+        return [p for p in descendants(self.me) if p != self.rearguard]
 
     def _start(self) -> int:
         pid = os.fork()
@@ -145,6 +235,7 @@ class Watchdog:
                     os._exit(1)
                 for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
                     signal.signal(sig, signal.SIG_DFL)
+                os.environ[TREE_MARK] = self.mark
                 os.execvp(self.argv[0], self.argv)
             except BaseException as exc:   # noqa: BLE001 - the child must never return into the watchdog
                 os.write(2, f"lifeline: cannot run {self.argv[0]}: {exc}\n".encode())
@@ -164,8 +255,11 @@ class Watchdog:
 
     def _note_tree(self) -> None:
         """The tree's /dev/shm segments and its vital processes, as they are now."""
-        for p in descendants(self.me):
-            self.shm |= {path for path in shm_mapped(p) if path.startswith(SHM_DIR)}
+        for p in self._tree():
+            new = {path for path in shm_mapped(p) if path.startswith(SHM_DIR)} - self.shm
+            for path in new:
+                self._note(path)
+            self.shm |= new
             if self.vital_prefixes and p not in self.vital:
                 title = process_title(p)
                 if title.startswith(self.vital_prefixes):
@@ -188,10 +282,10 @@ class Watchdog:
         """SIGTERM every descendant once (none when grace_s is 0), SIGKILL what is left after grace_s."""
         deadline = time.monotonic() + grace_s
         if grace_s > 0:
-            _signal_all(descendants(self.me), signal.SIGTERM)
+            _signal_all(self._tree(), signal.SIGTERM)
         while True:
             self._reap(child)
-            left = descendants(self.me)
+            left = self._tree()
             if not left:
                 return
             if time.monotonic() >= deadline or os.getppid() != self.parent:
@@ -240,6 +334,12 @@ class Watchdog:
         grace = 0.0 if orphaned else min(self.grace_s, DEATH_GRACE_S) if death else self.grace_s
         self._end_tree(child, grace)
         self._remove_stale_shm()
+        self._note("done")
+        os.close(self.notes)
+        try:
+            os.waitpid(self.rearguard, 0)
+        except ChildProcessError:   # already reaped with the tree
+            pass
         return self._exit_code()
 
     def _on_stop(self, *_: object) -> None:

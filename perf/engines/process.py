@@ -11,7 +11,7 @@ from pathlib import Path
 
 import psutil
 
-from perf.engines.lifeline import lifeline_argv
+from perf.engines.lifeline import REARGUARD_TITLE, lifeline_argv
 
 
 class EngineStartError(RuntimeError):
@@ -81,7 +81,7 @@ def run_tied_streaming(argv: list[str], log_path: Path, on_line=None, grace_s: f
 def command_pid(lifeline: subprocess.Popen) -> int | None:
     """The pid of the command a lifeline runs (None until it has forked, or once it is gone)."""
     try:
-        kids = psutil.Process(lifeline.pid).children()
+        kids = [p for p in psutil.Process(lifeline.pid).children() if p.name() != REARGUARD_TITLE]
     except psutil.NoSuchProcess:
         return None
     return kids[0].pid if kids else None

@@ -6,6 +6,7 @@ the real engine's processes."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import sys
 import textwrap
@@ -85,3 +86,20 @@ def test_a_requested_stop_is_no_death(tmp_path):
     stop_group(lifeline, grace_s=5)
     assert not [role for role, pid in pids.items() if _running(pid)] and not os.path.exists(shm)
     assert "lifeline:" not in log.read_text()
+
+
+def test_a_killed_lifeline_leaves_no_orphan_of_its_tree(tmp_path):
+    """A supervisor may SIGKILL the lifeline itself (Ray kills the processes its workers started): the server
+    dies with it (PDEATHSIG), and its rearguard ends the engine core and worker, which had moved to init."""
+    lifeline, pids, shm, log = start_tree(tmp_path)
+    lifeline.kill()
+    lifeline.wait(timeout=5)
+    deadline = time.monotonic() + 20
+    while (left := [role for role, pid in pids.items() if _running(pid)]) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not left, f"{left} outlived their SIGKILLed lifeline"
+    said = r"lifeline: the launcher was killed; ended \d+ orphaned process"
+    while not re.search(said, log.read_text()) and time.monotonic() < deadline:   # said once the shm is removed
+        time.sleep(0.05)
+    assert re.search(said, log.read_text()), log.read_text()
+    assert not os.path.exists(shm)
