@@ -48,4 +48,6 @@ quiet pip_install "$MAIN_VENV" -q --no-deps "$GPTQMODEL"
 # PyPcre builds from source (needs a C compiler).
 quiet pip_install "$MAIN_VENV" -q -c "$pins" "${DEPS[@]}"
 installed || { echo "setup-gptqmodel: installed, but \`import gptqmodel\` fails in $MAIN_VENV" >&2; exit 1; }
+rm -f "$MAIN_VENV/.quant-compiled"   # the new packages too (compileall skips what is compiled already)
+compile_venv "$MAIN_VENV"
 echo "setup-gptqmodel: $GPTQMODEL ready (its CPU kernels compile on first use, ~20 s, under ~/.cache/gptqmodel)"

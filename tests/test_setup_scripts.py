@@ -123,6 +123,30 @@ def test_both_environments_are_byte_compiled_once_per_install(tmp_path):
     assert code == 0 and [call for call in calls if "-m compileall" in call] == compiled, output
 
 
+def test_gptqmodel_added_to_a_compiled_environment_is_compiled_too(tmp_path):
+    """`make gptq-setup` after `make setup`: the packages it adds get their .pyc files as well."""
+    venv, calls, bin_dir = tmp_path / "main", tmp_path / "calls", tmp_path / "bin"
+    (venv / "bin").mkdir(parents=True)
+    bin_dir.mkdir()
+    (venv / ".quant-compiled").touch()
+    # "installed?" (a script on stdin) says no until something was installed; pip freeze lists one package
+    (venv / "bin/python").write_text(f'#!/bin/sh\necho "main-python $*" >> {calls}\n'
+                                     f'[ "$1" = "-" ] && {{ grep -q install {calls} || exit 1; }}\n'
+                                     '[ "$3" = "freeze" ] && echo "torch==2.13.0"\nexit 0\n')
+    (bin_dir / "uv").write_text(f'#!/bin/sh\n[ "$1" = "--version" ] && echo "uv 0.0.0" && exit 0\n'
+                                f'echo "uv $*" >> {calls}\n')
+    for fake in (venv / "bin/python", bin_dir / "uv"):
+        fake.chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}:/usr/bin:/bin", "QUANT_MAIN_VENV": str(venv)}
+    proc = subprocess.run(["bash", "scripts/setup-gptqmodel.sh"], cwd=REPO, env=env, capture_output=True, text=True)
+    lines = calls.read_text().splitlines()
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    installs = [i for i, call in enumerate(lines) if call.startswith("uv pip install")]
+    compiles = [i for i, call in enumerate(lines) if "-m compileall" in call]
+    assert len(installs) == 2 and len(compiles) == 1 and compiles[0] > installs[-1], lines
+    assert (venv / ".quant-compiled").exists()
+
+
 def test_setup_keeps_a_torch_the_machine_has_where_llmcompressor_accepts_it(tmp_path):
     code, output, calls = _setup(tmp_path / "kept", gpu=True, torch_in_main_venv="2.12.0+cu128")
     main = [call for call in calls if f"{tmp_path}/kept/main/bin/python" in call]
