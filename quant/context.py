@@ -10,6 +10,7 @@ from typing import Any
 from core.hashing import digest
 from core.recipe import Recipe, Variant
 from core.store import Cache
+from perf.engines.cpu_isa import compute_dtype, host_cpu_isa
 from quant.progress import Reporter
 
 
@@ -69,6 +70,17 @@ class SweepContext:
         e = self.recipe.engine
         isa = (self.engine_facts or {}).get("cpu_isa")   # a CPU engine's kernels (and speed) depend on the host
         return digest(e.kind, e.args, e.env, e.dtype, self.engine_version, *((isa,) if isa else ()))
+
+    @property
+    def served_dtype(self) -> str:
+        """The dtype the engine runs the variants in (the recipe's engine.dtype; `auto` decided by the device)."""
+        facts = self.engine_facts or {}
+        return compute_dtype(self.recipe.engine.dtype, facts.get("device") == "cpu", facts.get("cpu_isa"))
+
+    @property
+    def inprocess_dtype(self) -> str:
+        """The same for variants scored in-process (on this host's CPU), so that they pair with served ones."""
+        return compute_dtype(self.recipe.engine.dtype, True, host_cpu_isa())
 
     def variant_dir(self, name: str) -> Path:
         return self.out / "variants" / name

@@ -30,7 +30,7 @@ def eval_key(ctx: SweepContext, task: Task, ckpt_key: str, backend: str, engine_
     files = {"test": files} if isinstance(files, str) else files or {}
     data = {split: file_digest(Path(path)) for split, path in files.items()}
     engine = (digest(ctx.engine_key, engine_args or {}) if backend == "served"
-              else digest(versions("transformers", "compressed-tensors")))
+              else digest(versions("transformers", "compressed-tensors"), ctx.inprocess_dtype))
     return digest("eval", "lm-eval-files", ckpt_key, task.name, task_src, task.limit, options, data, backend,
                   engine, versions("lm_eval"), f"scoring-{SCORING_VERSION}")
 

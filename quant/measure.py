@@ -105,7 +105,7 @@ def _measure_served(ctx: SweepContext, variant: Variant, checkpoint: Checkpoint,
     engine = ENGINES[ctx.recipe.engine.kind](
         checkpoint.path, python=ctx.engine_python, served_name=variant.name, args=engine_args,
         env=ctx.recipe.engine.env, startup_timeout_s=ctx.recipe.engine.startup_timeout_s,
-        log_path=ctx.variant_dir(variant.name) / "server.log", dtype=ctx.recipe.engine.dtype,
+        log_path=ctx.variant_dir(variant.name) / "server.log", dtype=ctx.served_dtype,
         engine_core_nice=ctx.recipe.engine.engine_core_nice)
 
     @contextmanager
@@ -145,7 +145,7 @@ def _measure_inprocess(ctx: SweepContext, variant: Variant, checkpoint: Checkpoi
 
         try:
             with timed(record, "model_load"):
-                lm = inprocess_lm(checkpoint.path)
+                lm = inprocess_lm(checkpoint.path, dtype=ctx.inprocess_dtype)
         except Exception as exc:  # noqa: BLE001 - any loader failure is this variant's reason
             raise StageError(f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}") from None
         yield Session(lm)

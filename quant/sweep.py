@@ -118,10 +118,11 @@ def _context(recipe: Recipe, location: Location, recipe_path: Path | None, cache
                        engine_version=engine["version"], reporter=reporter, retry_failed=retry_failed,
                        model_source=source_facts(model_dir), engine_facts={"kind": recipe.engine.kind, **engine},
                        device=device)
+    ctx.engine_facts["dtype"] = ctx.served_dtype
     reporter.log(f"sweep [bold]{recipe.name}[/bold]: model {model_dir} · {len(recipe.variants)} variants · "
                  f"tasks {', '.join(t.key for t in recipe.tasks)} · engine "
                  f"{engine['distribution'] or recipe.engine.kind} {ctx.engine_version} "
-                 f"({', '.join(filter(None, (engine['device'] or 'device unknown', engine.get('cpu_isa'))))})")
+                 f"({', '.join(filter(None, (engine['device'] or 'device unknown', engine.get('cpu_isa'), ctx.served_dtype)))})")
     leftovers = ctx.cache.remove_leftovers() + remove_leftovers(out, recursive=True)
     if leftovers:
         reporter.log(f"removed {len(leftovers)} unfinished file(s) of an interrupted run")

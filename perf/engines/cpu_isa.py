@@ -27,3 +27,12 @@ def host_cpu_isa() -> str | None:
         return isa_from_cpuinfo(Path("/proc/cpuinfo").read_text())
     except OSError:
         return None
+
+
+def compute_dtype(requested: str, on_cpu: bool, isa: str | None) -> str:
+    """The dtype a model is run in: `auto` is bfloat16, except on an x86 CPU without AVX-512, where torch has
+    no vectorized bfloat16 matmul (a bf16 Linear ran 8x slower than float32 on such a CPU): float32 there.
+    bf16 weights are upcast exactly, so only the arithmetic is more precise. Any other value is kept."""
+    if requested != "auto":
+        return requested
+    return "float32" if on_cpu and isa == "avx2" else "bfloat16"

@@ -14,7 +14,7 @@ import psutil
 import pytest
 
 from perf.engines import EngineStartError, VLLMServer, engine_flags, resolve_engine_python, serve_command
-from perf.engines.cpu_isa import host_cpu_isa, isa_from_cpuinfo
+from perf.engines.cpu_isa import compute_dtype, host_cpu_isa, isa_from_cpuinfo
 from perf.engines.vllm import engine_facts
 from perf.engines.process import error_reason
 
@@ -206,6 +206,14 @@ def test_the_host_isa_is_read_as_vllm_cpu_reads_it():
     import torch
     if host_cpu_isa() is not None:
         assert (host_cpu_isa() == "avx512") == torch.cpu._is_avx512_supported()
+
+
+def test_auto_dtype_is_float32_only_on_a_cpu_without_avx512():
+    assert compute_dtype("auto", on_cpu=True, isa="avx2") == "float32"   # no vectorized bf16 matmul there
+    assert compute_dtype("auto", on_cpu=True, isa="avx512") == "bfloat16"
+    assert compute_dtype("auto", on_cpu=True, isa=None) == "bfloat16"    # not x86: nothing known to differ
+    assert compute_dtype("auto", on_cpu=False, isa="avx2") == "bfloat16"  # a GPU engine on such a host
+    assert compute_dtype("bfloat16", on_cpu=True, isa="avx2") == "bfloat16"   # asked for: kept
 
 
 def test_engine_facts_of_an_environment_without_vllm_are_unknown(tmp_path):

