@@ -120,7 +120,11 @@ class ServedLM(LM):
                         self.progress(1)
                     return result
                 return await asyncio.gather(*(one(c) for c in coroutines))
-        return asyncio.run(run())
+        try:
+            return asyncio.run(run())
+        finally:
+            for c in coroutines:   # those a Ctrl-C cancelled before they started: no "never awaited" warning
+                c.close()
 
     async def _generate(self, context: str, gen_kwargs: dict) -> str:
         until = gen_kwargs.get("until") or []

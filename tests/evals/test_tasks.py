@@ -2,6 +2,7 @@
 the standard tasks, the served backend's retries and chat template, and KL from top-k logprobs."""
 
 import asyncio
+import gc
 import json
 import math
 import shutil
@@ -155,6 +156,20 @@ def test_served_backend_gives_up_on_bad_requests_and_after_its_retries():
     server = FlakyServer(failures=10)
     with pytest.raises(RuntimeError, match="failed after 2 attempts: HTTP 503"):
         ServedLM(server.url, "m", max_retries=1).generate_until([_Request("hi", {})])
+
+
+def test_requests_an_interrupt_cancelled_before_they_started_leave_no_warning(recwarn):
+    async def interrupted():
+        raise KeyboardInterrupt
+
+    async def never_started():
+        await asyncio.sleep(0)
+
+    lm = ServedLM("http://127.0.0.1:9/v1/completions", "m", concurrency=1)
+    with pytest.raises(KeyboardInterrupt):
+        lm._run_all([interrupted(), never_started(), never_started()])
+    gc.collect()
+    assert not [w for w in recwarn if "never awaited" in str(w.message)]
 
 
 def test_chat_template_renders_without_a_second_bos(tmp_path):
