@@ -5,7 +5,9 @@
    scores), items lost / gained; the recovery ratio (candidate / baseline, llm-compressor's convention; for a
    lower-is-better metric, baseline / candidate, so that 1 is "no loss" either way); KL (nats/token); and how
    many items a paired test would need to see a 3-point drop at this pair's discordance;
-2. per variant: the gate's verdict under the recipe's own policy (`gates:`), with the tasks that decided it;
+2. per variant: the gate's verdict under the recipe's own policy (`gates:`), with the tasks that decided it (a
+   variant the engine could not serve, scored in-process, is compared on accuracy as `--allow-undeployable`
+   does, and said to be undeployable);
 3. per task: `quant choose`'s pick under the same limit.
 
 Usage: python benchmarks/real_model_evidence.py RUN_DIR [--drop 0.03]
@@ -80,14 +82,17 @@ def main() -> None:
         if variant.get("baseline"):
             continue
         candidate = pick_variant(results, name, default_baseline=False, label="candidate")
-        try:
-            found = compare(baseline, candidate, gates)
+        try:   # the tables are about accuracy: a variant scored in-process is compared too, and its verdict says so
+            found = compare(baseline, candidate, gates, allow_undeployable=True)
         except GateInputError as exc:
             verdicts[name] = f"error: {exc}"
             continue
         checks[name] = {c.task: c for c in found}
         failing = [f"{c.task} {c.verdict.outcome}" for c in found if not c.passed]
         verdicts[name] = outcome(found) + (f" ({'; '.join(failing)})" if failing else "")
+        if variant["status"] != "ok":
+            verdicts[name] = (f"cannot be deployed ({variant['status']}: the deploy gate exits 2); its accuracy "
+                              f"alone (--allow-undeployable): {verdicts[name]}")
     tasks = list(baseline["accuracy"])
     print(f"Baseline {results['baseline']}; gate policy: {source} (rule {gates.rule}, max_drop {gates.max_drop}).\n")
     for task in tasks:
