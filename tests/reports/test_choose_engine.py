@@ -56,6 +56,16 @@ def test_a_cpu_run_gets_the_cpu_form(run, capsys):
         "--kv-cache-dtype fp8")
 
 
+def test_the_command_serves_in_the_dtype_the_run_ran_in(run, capsys):
+    def auto_resolved_to_float32(results):   # engine.dtype auto, on a CPU without AVX-512
+        recorded("cpu")(results)
+        results["recipe"]["engine"]["dtype"] = "auto"
+        results["engine"]["dtype"] = "float32"
+    edit_results(run, auto_resolved_to_float32)
+    code, out = choose(capsys, run, "--json", "-")
+    assert code == 0 and "--served-model-name fp8 --dtype float32 " in json.loads(out)["choices"]["math"]["serve_command"]
+
+
 def test_a_run_that_does_not_record_its_engine_gets_the_form_every_build_has(run, capsys):
     edit_results(run, recorded(None))
     code, out = choose(capsys, run)
