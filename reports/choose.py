@@ -146,7 +146,7 @@ def deploy_command(results: Results | dict, name: str) -> str:
     engine = results.recipe.get("engine") or {}
     own = next((v.get("engine_args") or {} for v in results.recipe.get("variants", []) if v.get("name") == name), {})
     device = results.engine.device if results.engine else None
-    # the dtype it ran in (the recipe's `auto` resolved, recorded since runs record it), else the recipe's own
+    # the dtype it ran in (engine.dtype `auto` resolved); runs that do not record it: the recipe's
     dtype = (results.engine.dtype if results.engine else None) or engine.get("dtype")
     return serve_command(results.variants[name].checkpoint, name, {**(engine.get("args") or {}), **own}, device,
                          engine.get("env"), dtype)

@@ -99,6 +99,15 @@ def _mapped_by_anyone(paths: set[str]) -> set[str]:
     return in_use
 
 
+def remove_unmapped(paths: set[str]) -> None:
+    """Unlink the shared-memory segments among `paths` that no live process maps."""
+    for path in paths - _mapped_by_anyone(paths):
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+
+
 def process_title(pid: int) -> str:
     try:
         with open(f"/proc/{pid}/comm") as f:
@@ -134,6 +143,13 @@ def _signal_all(pids: list[int], sig: int) -> None:
             pass
 
 
+def _say(text: str) -> None:
+    try:
+        os.write(2, f"lifeline: {text}\n".encode())
+    except OSError:
+        pass
+
+
 def _set_title(title: str) -> str:
     """Set this process's title (comm); the one it had."""
     with open("/proc/self/comm", "r+") as f:
@@ -166,7 +182,8 @@ def rearguard(notes: int, mark: str) -> None:
         *lines, rest = (rest + chunk).split(b"\n")
         for line in lines:
             done = done or line == b"done"
-            shm.add(line.decode(errors="replace"))
+            if line.startswith(SHM_DIR.encode()):
+                shm.add(line.decode(errors="replace"))
     if done:
         return
     deadline, me, ended = time.monotonic() + ORPHAN_SWEEP_S, os.getpid(), set()
@@ -176,18 +193,9 @@ def rearguard(notes: int, mark: str) -> None:
         time.sleep(0.05)
     while any(_ended(p) is None for p in ended) and time.monotonic() < deadline:   # their maps go with them
         time.sleep(0.05)
-    shm = {path for path in shm if path.startswith(SHM_DIR)}
-    for path in shm - _mapped_by_anyone(shm):
-        try:
-            os.unlink(path)
-        except OSError:
-            pass
+    remove_unmapped(shm)
     if ended:
-        try:
-            os.write(2, f"lifeline: the launcher was killed; ended {len(ended)} orphaned process(es) of its tree\n"
-                     .encode())
-        except OSError:
-            pass
+        _say(f"the launcher was killed; ended {len(ended)} orphaned process(es) of its tree")
 
 
 class Watchdog:
@@ -272,12 +280,6 @@ class Watchdog:
                 return f"{title} (pid {pid}) {how}"
         return None
 
-    def _say(self, text: str) -> None:
-        try:
-            os.write(2, f"lifeline: {text}\n".encode())
-        except OSError:
-            pass
-
     def _end_tree(self, child: int, grace_s: float) -> None:
         """SIGTERM every descendant once (none when grace_s is 0), SIGKILL what is left after grace_s."""
         deadline = time.monotonic() + grace_s
@@ -291,13 +293,6 @@ class Watchdog:
             if time.monotonic() >= deadline or os.getppid() != self.parent:
                 _signal_all(left, signal.SIGKILL)
             time.sleep(0.02)
-
-    def _remove_stale_shm(self) -> None:
-        for path in self.shm - _mapped_by_anyone(self.shm):
-            try:
-                os.unlink(path)
-            except OSError:
-                pass
 
     def run(self) -> int:
         _prctl(PR_SET_CHILD_SUBREAPER, 1)
@@ -328,12 +323,12 @@ class Watchdog:
                 f"the server {os.path.basename(self.argv[0])} (pid {child}) {_describe_status(self.status)}")
         self._note_tree()
         if death:
-            self._say(f"{death}; stopping the rest of its process tree")
+            _say(f"{death}; stopping the rest of its process tree")
         # Orphaned: nobody is waiting for a clean shutdown and the memory must be free now. After a death,
         # what is left of the tree cannot serve: it gets a short grace to log what it saw.
         grace = 0.0 if orphaned else min(self.grace_s, DEATH_GRACE_S) if death else self.grace_s
         self._end_tree(child, grace)
-        self._remove_stale_shm()
+        remove_unmapped(self.shm)
         self._note("done")
         os.close(self.notes)
         try:
