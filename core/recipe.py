@@ -258,6 +258,9 @@ class Execution(Strict):
     perf_isolation: Literal["node", "gpu", "none"] = "node"
     retries: int = Field(default=1, ge=0, le=5)          # re-runs of a variant whose worker or node died
     cpus_per_variant: float = Field(default=1, gt=0)     # logical CPUs a variant's Ray task holds
+    # `local`: quantize the next variants in the background while one is measured (paused during perf).
+    # Unset: on where the engine runs on the CPU; off on a GPU, where the engine holds the memory it would need.
+    quantize_ahead: bool | None = None
 
 
 class Cost(Strict):

@@ -64,6 +64,7 @@ class SweepContext:
     model_source: dict | None = None   # what a GGUF model was before it was dequantized
     engine_facts: dict | None = None   # the engine's kind, distribution, version and device (results.json `engine`)
     device: str = "cpu"   # torch device of the sweep's own model work (the sensitivity ranking)
+    ahead: Any = None   # quant.ahead.QuantizeAhead: checkpoints being built in the background (local executor)
 
     @property
     def engine_key(self) -> str:

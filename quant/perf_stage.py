@@ -4,6 +4,7 @@ with its per-request records; and the memory columns (what fits on the deploy ta
 from __future__ import annotations
 
 import time
+from contextlib import nullcontext
 from pathlib import Path
 
 from core.hashing import digest
@@ -48,7 +49,8 @@ class PerfStage:
         def waiting(lock: str) -> None:
             ctx.reporter.log(f"  perf: waiting for the {lock} perf lock (another variant is being measured there)")
 
-        with exclusive_perf(ctx.recipe.execution.perf_isolation, on_wait=waiting) as where:
+        with exclusive_perf(ctx.recipe.execution.perf_isolation, on_wait=waiting) as where, \
+                (ctx.ahead.paused() if ctx.ahead else nullcontext()):
             for workload in self.todo:
                 with ctx.cache.building(STAGE_PERF, self.keys[workload.name]) as needed:
                     if needed:

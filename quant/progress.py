@@ -7,6 +7,7 @@ import time
 from contextlib import contextmanager
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColumn, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
@@ -19,11 +20,18 @@ class RateColumn(ProgressColumn):
 
 
 class Reporter:
-    def __init__(self, quiet: bool = False, prefix: str = "") -> None:
+    def __init__(self, quiet: bool = False, prefix: str = "", live: bool = True) -> None:
         self.console = Console(file=sys.stderr, highlight=False)
         self.quiet = quiet
-        self.prefix = f"[{prefix}] " if prefix else ""   # whose line it is, where variants run side by side
+        self.prefix = escape(f"[{prefix}] ") if prefix else ""   # whose line: variants run side by side
+        self.live = live   # bars and step counters drawn (only one reporter of a console may draw them)
         self.t0 = time.time()
+
+    def aside(self, prefix: str) -> "Reporter":
+        """For work in the background of this sweep: the same console and clock, lines under `prefix`, no bars."""
+        other = Reporter(self.quiet, prefix, live=False)
+        other.console, other.t0 = self.console, self.t0
+        return other
 
     def log(self, message: str, style: str | None = None) -> None:
         if not self.quiet:
@@ -33,7 +41,7 @@ class Reporter:
     @contextmanager
     def bar(self, description: str, total: int | None):
         """Yields advance(n=1); a no-op when quiet or when the console is not a terminal."""
-        if self.quiet or not self.console.is_terminal:
+        if self.quiet or not self.live or not self.console.is_terminal:
             start = time.time()
             yield lambda n=1: None
             self.log(f"{description}: {'' if total is None else f'{total} '}done in {time.time() - start:.1f}s")
@@ -49,7 +57,7 @@ class Reporter:
     def steps(self, description: str):
         """For work whose total and stage change as it goes (layers of a quantization, units of a
         sensitivity analysis): yields update(done, total, detail); a no-op when quiet or not a terminal."""
-        if self.quiet or not self.console.is_terminal:
+        if self.quiet or not self.live or not self.console.is_terminal:
             yield lambda done, total, detail="": None
             return
         columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),

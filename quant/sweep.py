@@ -208,9 +208,12 @@ def run_variant(ctx: SweepContext, variant: Variant) -> dict:
     record = new_record(variant)
     try:
         with timed(record, "quantize"):
-            checkpoint = checkpoint_for(ctx, variant)
+            checkpoint = ctx.ahead.checkpoint(variant) if ctx.ahead else checkpoint_for(ctx, variant)
     except StageError as exc:
         return {**record, "status": "failed", "reason": f"quantization: {exc}"}
+    finally:
+        if ctx.ahead and variant.name in ctx.ahead.seconds:   # off the critical path: beside the stages above
+            record["ran_on"]["stages"]["quantize_ahead"] = ctx.ahead.seconds[variant.name]
     record.update(checkpoint=str(checkpoint.path), checkpoint_key=checkpoint.key, size_bytes=checkpoint.size_bytes,
                   manifest=checkpoint.manifest)
     record["memory"].update(memory_columns(ctx, variant, checkpoint.path, checkpoint.size_bytes))

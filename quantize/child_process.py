@@ -20,6 +20,7 @@ from quantize.progress import Progress, parse as parse_progress
 ERROR_PREFIX = "QUANTIZE-ERROR: "
 REPO_ROOT = Path(__file__).resolve().parent.parent
 REASON_CHARS = 300   # a reason without the error prefix is the output's last line, cut to this
+QUANTIZER_ENV = "QUANT_QUANTIZER"   # set in a quantizer's environment (and so its children's): how it is found
 
 
 class QuantizeError(RuntimeError):
@@ -34,7 +35,7 @@ def command(model_dir: Path, variant: Variant, calibration: Calibration, out_dir
 
 
 def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    env = dict(os.environ)
+    env = {**os.environ, QUANTIZER_ENV: "1"}
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH")) if p)
     env.update(extra or {})
     return env

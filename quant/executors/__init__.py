@@ -5,23 +5,36 @@ variants finish: the executor decides where a variant runs, never what it record
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from typing import Callable, Iterator
 
 from core.recipe import Execution, Variant
 from perf.isolation import placement
+from quant.ahead import QuantizeAhead, builds_ahead, wanted
+from quant.quantize_stage import checkpoint_for, needs_quantizing
 
 RunOne = Callable[..., dict]
 
 
 def run_local(ctx, variants: list[Variant], execution: Execution, run_one: RunOne) -> Iterator[tuple[Variant, dict]]:
-    for variant in variants:
-        ctx.reporter.log(f"[bold cyan]{variant.name}[/bold cyan]")
-        started = time.time()
-        record = run_one(ctx, variant)
-        record["ran_on"] = {**record.get("ran_on", {}), **placement(), "executor": "local", "started": started,
-                            "finished": time.time()}
-        yield variant, record
+    """One variant after another; where the engine runs on the CPU, the next ones are quantized meanwhile
+    (quant/ahead.py)."""
+    later = [v for v in variants[1:] if builds_ahead(v) and needs_quantizing(ctx, v)] if wanted(ctx) else []
+    ahead = QuantizeAhead(ctx, later, checkpoint_for) if later else None
+    if ahead:
+        ctx = dataclasses.replace(ctx, ahead=ahead)
+    try:
+        for variant in variants:
+            ctx.reporter.log(f"[bold cyan]{variant.name}[/bold cyan]")
+            started = time.time()
+            record = run_one(ctx, variant)
+            record["ran_on"] = {**record.get("ran_on", {}), **placement(), "executor": "local", "started": started,
+                                "finished": time.time()}
+            yield variant, record
+    finally:
+        if ahead:
+            ahead.close()
 
 
 def _run_ray(ctx, variants: list[Variant], execution: Execution, run_one: RunOne) -> Iterator[tuple[Variant, dict]]:

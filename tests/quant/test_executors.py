@@ -33,6 +33,8 @@ class StandInContext:
     cache: object = None
     out: object = None
     out_remote: object = None
+    engine_facts: dict | None = None   # no engine: nothing is quantized ahead
+    device: str = "cpu"
 
 
 class Silent:

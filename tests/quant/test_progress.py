@@ -107,3 +107,14 @@ def test_in_process_evals_advance_the_progress_per_request():
     lm.progress = done.append
     summary, _ = evaluate_task(lm, Task(name="demo_math", limit=3))
     assert summary["exact_match"]["n"] == 3 and sum(done) == 3
+
+
+def test_a_line_aside_names_its_variant_and_draws_no_bar():
+    reporter = Reporter()
+    reporter.console.file = out = io.StringIO()
+    aside = reporter.aside("w4a16-rtn")
+    assert aside.console is reporter.console and not aside.live   # one live display, lines above it
+    aside.log("  quantizing …")
+    with aside.steps("quantize") as update:
+        update(1, 2, "layers")
+    assert "[w4a16-rtn]   quantizing …" in out.getvalue()   # a variant's name is not taken for markup

@@ -161,3 +161,35 @@ def test_a_server_dying_mid_eval_is_restarted_once_else_recorded_failed_with_its
     cores = [int(pid) for pid in Path(f"{standin_engine}.cores").read_text().split()]
     assert len(cores) == 4 and not [pid for pid in cores if psutil.pid_exists(pid)
                                     and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
+
+
+AHEAD = """\
+name: ahead
+model: demo
+engine: {{args: {{max_model_len: 512}}}}
+execution: {{quantize_ahead: {ahead}}}
+variants:
+  - {{name: bf16, baseline: true}}
+  - {{name: w4a16-rtn, scheme: W4A16, algorithm: rtn, ignore: [lm_head]}}
+  - {{name: w8a8-rtn, scheme: W8A8, algorithm: rtn, ignore: [lm_head]}}
+tasks: [{{name: demo_math, limit: 4}}]
+kl_items: 0
+"""
+
+
+def test_the_next_variants_are_quantized_while_one_is_measured(tmp_path, standin_engine):
+    """Quantized ahead (the engine runs on the CPU): each checkpoint is built in the background and recorded
+    as such; the same recipe without it builds the same checkpoints in each variant's turn."""
+    for where in ("ahead", "in-turn"):
+        (tmp_path / where).mkdir()
+    ahead = sweep(tmp_path / "ahead", AHEAD.format(ahead="null"))["variants"]
+    in_turn = sweep(tmp_path / "in-turn", AHEAD.format(ahead="false"))["variants"]
+
+    for name in ("w4a16-rtn", "w8a8-rtn"):
+        assert ahead[name]["status"] == in_turn[name]["status"] == "ok"
+        weights = [sorted(Path(v[name]["checkpoint"]).glob("*.safetensors")) for v in (ahead, in_turn)]
+        assert [p.read_bytes() for p in weights[0]] == [p.read_bytes() for p in weights[1]]
+        assert ahead[name]["ran_on"]["stages"]["quantize_ahead"] > 0
+        assert "quantize_ahead" not in in_turn[name]["ran_on"]["stages"]
+        assert ahead[name]["accuracy"]["demo_math"]["n"] == 4
+    assert "quantize_ahead" not in ahead["bf16"]["ran_on"]["stages"]
