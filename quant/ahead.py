@@ -24,6 +24,7 @@ from core.recipe import Variant
 from perf.engines import lifeline
 from perf.engines.vllm import DEFAULT_ENV
 from quant.context import Checkpoint, SweepContext
+from quant.quantize_stage import is_built
 from quantize.child_process import QUANTIZER_ENV
 
 LIFELINE = os.path.abspath(lifeline.__file__)
@@ -48,8 +49,15 @@ def builds_ahead(variant: Variant) -> bool:
     return variant.quantized and not variant.checkpoint and not variant.sensitivity
 
 
+def to_build_ahead(ctx: SweepContext, variants: list[Variant]) -> list[Variant]:
+    """The variants after the first whose checkpoint can be built ahead and is not built yet; none where
+    building ahead is not wanted."""
+    later = [v for v in variants[1:] if builds_ahead(v) and not is_built(ctx, v)]
+    return later if later and wanted(ctx) else []
+
+
 class QuantizeAhead:
-    """Builds the given variants' checkpoints in a background thread (each through `build(ctx, variant)`, the
+    """Builds the given variants' checkpoints (to_build_ahead's) in a background thread (each through `build(ctx, variant)`, the
     quantize stage); `checkpoint(variant)` hands one over (waiting for it if it is still being built)."""
 
     def __init__(self, ctx: SweepContext, variants: list[Variant], build: Callable[[SweepContext, Variant], Checkpoint]):
@@ -61,8 +69,7 @@ class QuantizeAhead:
         self._gate = threading.Lock()   # that check and a pause's clearing, one at a time
         self._closing = False
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="quantize-ahead")
-        self._futures: dict[str, Future] = {v.name: self._pool.submit(self._build, v)
-                                            for v in variants if builds_ahead(v)}
+        self._futures: dict[str, Future] = {v.name: self._pool.submit(self._build, v) for v in variants}
 
     def _build(self, variant: Variant) -> Checkpoint:
         os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), NICE)   # this thread; its children inherit it

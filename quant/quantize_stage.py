@@ -53,12 +53,9 @@ def _checkpoint(ctx: SweepContext, variant: Variant) -> tuple[Path, str, dict]:
     return path, key, manifest
 
 
-def needs_quantizing(ctx: SweepContext, variant: Variant) -> bool:
-    """Whether the variant's checkpoint is still to be built (a sensitivity ranking's outcome aside: unknown
-    before it is ranked, so such a variant counts as needing it)."""
-    if variant.checkpoint or not variant.quantized:
-        return False
-    return bool(variant.sensitivity) or not ctx.cache.has(STAGE, checkpoint_key(ctx, variant))
+def is_built(ctx: SweepContext, variant: Variant) -> bool:
+    """Whether a quantized variant's checkpoint (one without a sensitivity ranking) is in the stage cache."""
+    return ctx.cache.has(STAGE, checkpoint_key(ctx, variant))
 
 
 def checkpoint_key(ctx: SweepContext, variant: Variant) -> str:

@@ -11,8 +11,8 @@ from typing import Callable, Iterator
 
 from core.recipe import Execution, Variant
 from perf.isolation import placement
-from quant.ahead import QuantizeAhead, builds_ahead, wanted
-from quant.quantize_stage import checkpoint_for, needs_quantizing
+from quant.ahead import QuantizeAhead, to_build_ahead
+from quant.quantize_stage import checkpoint_for
 
 RunOne = Callable[..., dict]
 
@@ -20,7 +20,7 @@ RunOne = Callable[..., dict]
 def run_local(ctx, variants: list[Variant], execution: Execution, run_one: RunOne) -> Iterator[tuple[Variant, dict]]:
     """One variant after another; where the engine runs on the CPU, the next ones are quantized meanwhile
     (quant/ahead.py)."""
-    later = [v for v in variants[1:] if builds_ahead(v) and needs_quantizing(ctx, v)] if wanted(ctx) else []
+    later = to_build_ahead(ctx, variants)
     ahead = QuantizeAhead(ctx, later, checkpoint_for) if later else None
     if ahead:
         ctx = dataclasses.replace(ctx, ahead=ahead)
