@@ -54,8 +54,9 @@ def _checkpoint(ctx: SweepContext, variant: Variant) -> tuple[Path, str, dict]:
 
 
 def is_built(ctx: SweepContext, variant: Variant) -> bool:
-    """Whether a quantized variant's checkpoint (one without a sensitivity ranking) is in the stage cache."""
-    return ctx.cache.has(STAGE, checkpoint_key(ctx, variant))
+    """Whether a quantized variant's checkpoint (one without a sensitivity ranking) is in the stage cache (never,
+    in a sweep without one)."""
+    return ctx.cache is not None and ctx.cache.has(STAGE, checkpoint_key(ctx, variant))
 
 
 def checkpoint_key(ctx: SweepContext, variant: Variant) -> str:
