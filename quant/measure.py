@@ -106,7 +106,7 @@ def _measure_served(ctx: SweepContext, variant: Variant, checkpoint: Checkpoint,
         checkpoint.path, python=ctx.engine_python, served_name=variant.name, args=engine_args,
         env=ctx.recipe.engine.env, startup_timeout_s=ctx.recipe.engine.startup_timeout_s,
         log_path=ctx.variant_dir(variant.name) / "server.log", dtype=ctx.served_dtype,
-        engine_core_nice=ctx.recipe.engine.engine_core_nice)
+        engine_core_nice=ctx.recipe.engine.engine_core_nice, device=(ctx.engine_facts or {}).get("device"))
 
     @contextmanager
     def served() -> Iterator[Session]:

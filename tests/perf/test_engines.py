@@ -237,3 +237,18 @@ def test_engine_facts_are_asked_once_per_interpreter_and_environment(tmp_path):
     stat = os.stat(python)
     os.utime(python, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))   # the interpreter replaced
     assert engine_facts(python)["version"] == "1" and asked.read_text() == "xxx"
+
+
+@pytest.mark.parametrize("device, aot", [("cpu", "0"), ("cuda", "unset"), (None, "unset")])
+def test_a_cpu_engine_starts_without_aot_compilation(tmp_path, monkeypatch, device, aot):
+    monkeypatch.delenv("VLLM_USE_AOT_COMPILE", raising=False)
+    python = _engine(tmp_path, """
+        import os, sys
+        print("RuntimeError: AOT " + os.environ.get("VLLM_USE_AOT_COMPILE", "unset"))
+        sys.exit(1)
+    """)
+    server = VLLMServer(tmp_path / "model", python=python, served_name="probe", args={}, env={}, device=device,
+                        startup_timeout_s=20, log_path=tmp_path / "server.log")
+    with pytest.raises(EngineStartError) as err:
+        server.start()
+    assert err.value.reason == f"RuntimeError: AOT {aot}"
