@@ -5,8 +5,9 @@ every stage is really done; then the same command again, which finds everything 
 of both runs, and per variant the seconds of each stage (quantize, engine start, in-process model load, evals,
 KL, perf: `ran_on.stages` in results.json) with their share of the sweep, plus what lies outside the variants
 (start-up and validation before the first, reports after the last). "quantized ahead" is quantization done in
-the background while earlier variants were measured (quant/ahead.py): beside the stages, not part of the sum;
-what a variant still waited for it is its "quantize". Several checkouts (say a worktree of an
+the background while earlier variants were measured (quant/ahead.py), "started ahead" a server's start-up beside
+the previous variant's evals (quant/start_ahead.py): beside the stages, not part of the sum; what a variant still
+waited for them is its "quantize" and "engine start". Several checkouts (say a worktree of an
 older commit and this one) run one after another on the same machine, so their numbers are side by side.
 
 Usage: python benchmarks/sweep_time.py RECIPE [--checkout DIR ...] [--work DIR] [--json FILE]
@@ -26,7 +27,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 STAGES = ("quantize", "engine_start", "model_load", "evals", "kl", "perf")
-AHEAD = "quantize_ahead"   # quantization done in the background while earlier variants were measured
+# done in the background while earlier variants were measured: quantization, a server's start-up
+BESIDE = {"quantize_ahead": "quantized ahead", "engine_start_ahead": "started ahead"}
 
 
 def sweep(checkout: Path, recipe: Path, out: Path, cache: Path) -> dict:
@@ -50,7 +52,7 @@ def breakdown(results: dict, run: dict) -> dict:
         stages = ran.get("stages") or {}
         pipeline = ran.get("finished", 0) - ran.get("started", 0)
         variants[name] = {"status": record["status"], "pipeline": pipeline,
-                          **{s: stages.get(s, 0.0) for s in (*STAGES, AHEAD)},
+                          **{s: stages.get(s, 0.0) for s in (*STAGES, *BESIDE)},
                           "other": pipeline - sum(stages.get(s, 0.0) for s in STAGES)}
         first = ran.get("started") if first is None else min(first, ran.get("started", first))
         last = ran.get("finished") if last is None else max(last, ran.get("finished", last))
@@ -68,12 +70,13 @@ def measure(checkout: Path, recipe: Path, work: Path) -> dict:
 
 def table(m: dict) -> list[str]:
     total = m["cold"]["wall_s"]
-    columns = (*STAGES, "other", "pipeline", AHEAD)
-    head = ["variant", "status", *columns[:-1], "quantized ahead"]
+    columns = (*STAGES, "other", "pipeline", *BESIDE)
+    head = ["variant", "status", *columns[:-len(BESIDE)], *BESIDE.values()]
     rows = [[name, v["status"], *(f"{v.get(s, 0.0):.0f}" for s in columns)] for name, v in m["variants"].items()]
     sums = {s: sum(v.get(s, 0.0) for v in m["variants"].values()) for s in columns}
     rows.append(["all variants", "", *(f"{sums[s]:.0f}" for s in columns)])
-    rows.append(["share of the sweep", "", *(f"{sums[s] / total:.0%}" for s in columns[:-1]), "(beside)"])
+    rows.append(["share of the sweep", "", *(f"{sums[s] / total:.0%}" for s in columns[:-len(BESIDE)]),
+                 *["(beside)"] * len(BESIDE)])
     width = [max(len(str(r[i])) for r in [head, *rows]) for i in range(len(head))]
     lines = [f"## {m['checkout']}",
              f"cold sweep {total:.0f} s (exit {m['cold']['exit']}): start-up and checks {m['before_variants']:.0f} s, "

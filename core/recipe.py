@@ -261,6 +261,9 @@ class Execution(Strict):
     # `local`: quantize the next variants in the background while one is measured (paused during perf).
     # Unset: on where the engine runs on the CPU; off on a GPU, where the engine holds the memory it would need.
     quantize_ahead: bool | None = None
+    # `local`: once a variant's server is ready, start the next variant's beside it (never during perf). Unset: on
+    # where the engine runs on the CPU and the memory holds two servers; off on a GPU.
+    start_ahead: bool | None = None
 
 
 class Cost(Strict):

@@ -105,6 +105,15 @@ class QuantizeAhead:
         self.ctx.reporter.log(f"  checkpoint: ready ({self.seconds[variant.name]:.1f}s in the background)")
         return checkpoint
 
+    def built(self, variant: Variant) -> Checkpoint | None:
+        """The variant's checkpoint once its background build has finished (waited for; it stays to be handed
+        over by `checkpoint`); None where it is not built ahead or its build failed."""
+        future = self._futures.get(variant.name)
+        try:
+            return future.result() if future else None
+        except BaseException:   # noqa: BLE001 - a failed build is reported in the variant's own turn
+            return None
+
     @contextmanager
     def paused(self) -> Iterator[None]:
         """No quantizer runs inside this block (a perf stage): a running one is stopped, none is started."""

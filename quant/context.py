@@ -65,6 +65,7 @@ class SweepContext:
     engine_facts: dict | None = None   # the engine's kind, distribution, version and device (results.json `engine`)
     device: str = "cpu"   # torch device of the sweep's own model work (the sensitivity ranking)
     ahead: Any = None   # quant.ahead.QuantizeAhead: checkpoints being built in the background (local executor)
+    starts: Any = None   # quant.start_ahead.StartAhead: the next variant's server starting beside (local executor)
 
     @property
     def engine_key(self) -> str:

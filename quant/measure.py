@@ -39,20 +39,16 @@ class Stage(Protocol):
 
 def measure_variant(ctx: SweepContext, variant: Variant, checkpoint: Checkpoint, record: dict) -> None:
     """Accuracy (and KL) per task and perf per workload into `record`; served, else in-process."""
-    serve_failure_key = digest("serve-failure", checkpoint.key, ctx.engine_key, variant.engine_args)
-    if not ctx.retry_failed and (reason := known_refusal(ctx.engine_facts, checkpoint.path)):   # no start-up
-        ctx.reporter.log(f"  the engine is known to refuse this variant; not started: {reason}")
-    elif ctx.cache.has(STAGE_SERVE_FAILURES, serve_failure_key) and not ctx.retry_failed:
-        reason = ctx.cache.load_json(STAGE_SERVE_FAILURES, serve_failure_key)["reason"]
-        ctx.reporter.log(f"  engine rejected this variant before (cached): {reason}")
-    else:
+    reason = _refusal(ctx, variant, checkpoint, log=ctx.reporter.log)
+    if reason is None:
         try:
             reason = _measure_served_restarting(ctx, variant, checkpoint, record)
         except EngineDiedError as exc:
             record.update(status="failed", reason=f"{exc} (after one restart)")
             return
         if reason:
-            ctx.cache.save_json(STAGE_SERVE_FAILURES, serve_failure_key, {"reason": reason})
+            ctx.cache.save_json(STAGE_SERVE_FAILURES, _serve_failure_key(ctx, variant, checkpoint),
+                                {"reason": reason})
     if reason:
         record.update(status="unsupported", reason=f"engine: {reason}", served=False, eval_backend="inprocess")
         ctx.reporter.log("  measuring accuracy in-process (transformers) instead; no perf numbers")
@@ -64,6 +60,45 @@ def measure_variant(ctx: SweepContext, variant: Variant, checkpoint: Checkpoint,
         record.update(served=True, eval_backend="served")
     write_jsonl(ctx.variant_dir(variant.name) / "accuracy.jsonl",
                 [{"task": t, **a} for t, a in record["accuracy"].items()])
+
+
+def _serve_failure_key(ctx: SweepContext, variant: Variant, checkpoint: Checkpoint) -> str:
+    return digest("serve-failure", checkpoint.key, ctx.engine_key, variant.engine_args)
+
+
+def _refusal(ctx: SweepContext, variant: Variant, checkpoint: Checkpoint, log: Callable[[str], None]) -> str | None:
+    """Why the engine will not serve this variant, known without starting it (from its kernels, or from a
+    refusal cached by an earlier run); None where it is to be started."""
+    if ctx.retry_failed:
+        return None
+    if reason := known_refusal(ctx.engine_facts, checkpoint.path):
+        log(f"  the engine is known to refuse this variant; not started: {reason}")
+        return reason
+    if ctx.cache.has(STAGE_SERVE_FAILURES, key := _serve_failure_key(ctx, variant, checkpoint)):
+        reason = ctx.cache.load_json(STAGE_SERVE_FAILURES, key)["reason"]
+        log(f"  engine rejected this variant before (cached): {reason}")
+        return reason
+    return None
+
+
+def _engine(ctx: SweepContext, variant: Variant, checkpoint: Checkpoint, engine_args: dict):
+    return ENGINES[ctx.recipe.engine.kind](
+        checkpoint.path, python=ctx.engine_python, served_name=variant.name, args=engine_args,
+        env=ctx.recipe.engine.env, startup_timeout_s=ctx.recipe.engine.startup_timeout_s,
+        log_path=ctx.variant_dir(variant.name) / "server.log", dtype=ctx.served_dtype,
+        engine_core_nice=ctx.recipe.engine.engine_core_nice, device=(ctx.engine_facts or {}).get("device"))
+
+
+def engine_to_start_ahead(ctx: SweepContext, variant: Variant, checkpoint: Checkpoint):
+    """The (not yet started) server this variant's turn would start: where the engine is not known to refuse
+    it and its evals or perf have uncached work; else None (quant/start_ahead.py)."""
+    if _refusal(ctx, variant, checkpoint, log=lambda _line: None):
+        return None
+    engine_args = {**ctx.recipe.engine.args, **variant.engine_args}
+    evals = EvalStage(ctx, variant, checkpoint, "served", engine_args)
+    if not (evals.pending() or PerfStage(ctx, variant, checkpoint, engine_args).pending()):
+        return None
+    return _engine(ctx, variant, checkpoint, engine_args)
 
 
 def _run_stages(stages: list[Stage], session: Callable[[], AbstractContextManager[Session]], record: dict) -> bool:
@@ -102,22 +137,29 @@ def _measure_served(ctx: SweepContext, variant: Variant, checkpoint: Checkpoint,
     engine_args = {**ctx.recipe.engine.args, **variant.engine_args}
     evals = EvalStage(ctx, variant, checkpoint, "served", engine_args)
     stages = [evals, KlStage(ctx, variant, evals.keys), PerfStage(ctx, variant, checkpoint, engine_args)]
-    engine = ENGINES[ctx.recipe.engine.kind](
-        checkpoint.path, python=ctx.engine_python, served_name=variant.name, args=engine_args,
-        env=ctx.recipe.engine.env, startup_timeout_s=ctx.recipe.engine.startup_timeout_s,
-        log_path=ctx.variant_dir(variant.name) / "server.log", dtype=ctx.served_dtype,
-        engine_core_nice=ctx.recipe.engine.engine_core_nice, device=(ctx.engine_facts or {}).get("device"))
+    engine = _engine(ctx, variant, checkpoint, engine_args)
 
     @contextmanager
     def served() -> Iterator[Session]:
         from evals.backends.served import ServedLM   # lm-eval: imported only when a stage has work
 
-        ctx.reporter.log(f"  starting {ctx.recipe.engine.kind} on 127.0.0.1 …")
         started = time.time()
         with ExitStack() as stack:
             with timed(record, "engine_start"):
-                server = stack.enter_context(engine)
-            ctx.reporter.log(f"  server ready in {time.time() - started:.0f}s (pid {server.pid})")
+                ahead = ctx.starts.take(variant, checkpoint.path) if ctx.starts else None
+                if ahead:
+                    server = ahead.server
+                    stack.callback(server.stop)
+                else:
+                    ctx.reporter.log(f"  starting {ctx.recipe.engine.kind} on 127.0.0.1 …")
+                    server = stack.enter_context(engine)
+            if ahead:
+                record["ran_on"]["stages"]["engine_start_ahead"] = ahead.seconds
+                ctx.reporter.log(f"  server ready: started ahead in {ahead.seconds:.0f}s (pid {server.pid})")
+            else:
+                ctx.reporter.log(f"  server ready in {time.time() - started:.0f}s (pid {server.pid})")
+            if ctx.starts:
+                ctx.starts.begin_after(variant)
             try:
                 yield Session(ServedLM(server.completions_url, variant.name, tokenizer_dir=checkpoint.path,
                                        concurrency=ctx.recipe.eval_concurrency), server)

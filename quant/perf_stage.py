@@ -50,7 +50,8 @@ class PerfStage:
             ctx.reporter.log(f"  perf: waiting for the {lock} perf lock (another variant is being measured there)")
 
         with exclusive_perf(ctx.recipe.execution.perf_isolation, on_wait=waiting) as where, \
-                (ctx.ahead.paused() if ctx.ahead else nullcontext()):
+                (ctx.ahead.paused() if ctx.ahead else nullcontext()), \
+                (ctx.starts.quiet() if ctx.starts else nullcontext()):
             for workload in self.todo:
                 with ctx.cache.building(STAGE_PERF, self.keys[workload.name]) as needed:
                     if needed:

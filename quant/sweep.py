@@ -219,6 +219,8 @@ def run_variant(ctx: SweepContext, variant: Variant) -> dict:
     record["memory"].update(memory_columns(ctx, variant, checkpoint.path, checkpoint.size_bytes))
     server_log = ctx.variant_dir(variant.name) / "server.log"
     seen = server_log.stat().st_size if server_log.exists() else 0   # the log is appended to across runs
+    if ctx.starts and (started_ahead := ctx.starts.log_offset(variant)) is not None:
+        seen = min(seen, started_ahead)
     try:
         measure_variant(ctx, variant, checkpoint, record)
     except Exception as exc:  # noqa: BLE001 - one variant's failure must not end the sweep

@@ -12,18 +12,24 @@ from typing import Callable, Iterator
 from core.recipe import Execution, Variant
 from perf.isolation import placement
 from quant.ahead import QuantizeAhead, to_build_ahead
+from quant.measure import engine_to_start_ahead
 from quant.quantize_stage import checkpoint_for
+from quant.start_ahead import StartAhead
+from quant.start_ahead import wanted as wants_starts
 
 RunOne = Callable[..., dict]
 
 
 def run_local(ctx, variants: list[Variant], execution: Execution, run_one: RunOne) -> Iterator[tuple[Variant, dict]]:
     """One variant after another; where the engine runs on the CPU, the next ones are quantized meanwhile
-    (quant/ahead.py)."""
+    (quant/ahead.py) and the next one's server starts while one's evals run (quant/start_ahead.py)."""
     later = to_build_ahead(ctx, variants)
     ahead = QuantizeAhead(ctx, later, checkpoint_for) if later else None
     if ahead:
         ctx = dataclasses.replace(ctx, ahead=ahead)
+    starts = StartAhead(ctx, variants, engine_to_start_ahead) if len(variants) > 1 and wants_starts(ctx) else None
+    if starts:
+        ctx = dataclasses.replace(ctx, starts=starts)
     try:
         for variant in variants:
             ctx.reporter.log(f"[bold cyan]{variant.name}[/bold cyan]")
@@ -33,6 +39,8 @@ def run_local(ctx, variants: list[Variant], execution: Execution, run_one: RunOn
                                 "finished": time.time()}
             yield variant, record
     finally:
+        if starts:
+            starts.close()
         if ahead:
             ahead.close()
 
