@@ -38,11 +38,11 @@ def run_local(ctx, variants: list[Variant], execution: Execution, run_one: RunOn
             record["ran_on"] = {**record.get("ran_on", {}), **placement(), "executor": "local", "started": started,
                                 "finished": time.time()}
             yield variant, record
-    finally:
-        if starts:
-            starts.close()
+    finally:   # the quantizer first: a start that waits for its checkpoint then ends at once
         if ahead:
             ahead.close()
+        if starts:
+            starts.close()
 
 
 def _run_ray(ctx, variants: list[Variant], execution: Execution, run_one: RunOne) -> Iterator[tuple[Variant, dict]]:
