@@ -40,9 +40,14 @@ def wanted(ctx: SweepContext) -> bool:
         return setting
     if (ctx.engine_facts or {}).get("device") != "cpu" or ctx.device != "cpu":
         return False
-    weights = sum(p.stat().st_size for p in ctx.model_dir.rglob("*.safetensors"))
-    kv_cache = float({**DEFAULT_ENV, **ctx.recipe.engine.env}["VLLM_CPU_KVCACHE_SPACE"]) * 2**30
+    weights, kv_cache = served_bytes(ctx)
     return psutil.virtual_memory().available > 4 * weights + kv_cache
+
+
+def served_bytes(ctx: SweepContext) -> tuple[int, float]:
+    """What serving the model on a CPU engine holds: its weights (the original model's files) and the KV cache."""
+    weights = sum(p.stat().st_size for p in ctx.model_dir.rglob("*.safetensors"))
+    return weights, float({**DEFAULT_ENV, **ctx.recipe.engine.env}["VLLM_CPU_KVCACHE_SPACE"]) * 2**30
 
 
 def builds_ahead(variant: Variant) -> bool:

@@ -21,7 +21,7 @@ from typing import Any
 import psutil
 
 from core.recipe import Variant
-from perf.engines.vllm import DEFAULT_ENV
+from quant.ahead import served_bytes
 from quant.context import Checkpoint, SweepContext
 from quant.quantize_stage import checkpoint_for, is_built
 
@@ -38,8 +38,7 @@ def wanted(ctx: SweepContext) -> bool:
         return setting
     if (ctx.engine_facts or {}).get("device") != "cpu":
         return False
-    weights = sum(p.stat().st_size for p in ctx.model_dir.rglob("*.safetensors"))
-    kv_cache = float({**DEFAULT_ENV, **ctx.recipe.engine.env}["VLLM_CPU_KVCACHE_SPACE"]) * 2**30
+    weights, kv_cache = served_bytes(ctx)
     return psutil.virtual_memory().available > 2 * (weights + kv_cache + SERVER_RSS_BYTES)
 
 
