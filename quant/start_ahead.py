@@ -5,8 +5,8 @@ Like quant/ahead.py, only where the engine runs on the CPU (an accelerator holds
 and never beside a perf stage: a perf stage first waits for a start in progress to finish and lets none begin
 (a ready server waits idle). The next variant's server is started only when its checkpoint is built (or being
 built ahead: then once it is), the engine is not known to refuse it and some of its evals or perf are not cached:
-a cached re-run starts nothing. A server started ahead that failed or died is forgotten: the variant's turn
-starts its own, as without this, and records why."""
+a cached re-run starts nothing. The engine's refusal to start it is handed to the variant's turn as its own
+start would have raised it; a server that failed otherwise or died is forgotten, and the turn starts its own."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from typing import Any
 import psutil
 
 from core.recipe import Variant
+from perf.engines.process import EngineStartError
 from quant.ahead import served_bytes
 from quant.context import Checkpoint, SweepContext
 from quant.quantize_stage import checkpoint_for, is_built
@@ -56,6 +57,7 @@ class _Entry:
     seconds: float = 0.0
     taken: bool = False
     log_offset: int | None = None   # where its lines begin in the variant's server log
+    refusal: EngineStartError | None = None   # the engine's own reason it would not start: the turn's answer
 
 
 class StartAhead:
@@ -103,6 +105,8 @@ class StartAhead:
         try:
             server.start()
             state = "ready"
+        except EngineStartError as exc:   # the engine refused the variant (or never got ready): as in its turn
+            entry.refusal, state = exc, "gone"
         except BaseException as exc:   # noqa: BLE001 - the turn starts its own server and reports its failure
             if not self._closing:
                 reporter.log(f"  server started ahead failed ({type(exc).__name__}); its turn starts one")
@@ -127,7 +131,8 @@ class StartAhead:
 
     def take(self, variant: Variant, path: Path) -> Started | None:
         """The ready server started ahead for this variant on this checkpoint (a start in progress is waited
-        for); None where there is none, it failed, or it died since."""
+        for); None where there is none, it failed, or it died since. EngineStartError where the engine would
+        not start it: the same answer the turn's own start would get, without a second start-up."""
         with self._changed:
             entry = self._entries.get(variant.name)
             if entry is None:
@@ -140,6 +145,8 @@ class StartAhead:
             while entry.state == "starting":
                 self._changed.wait()
             server, entry.server, entry.state = entry.server, None, "gone"
+        if entry.refusal:
+            raise entry.refusal
         if server is None:
             return None
         if Path(server.model_path) != Path(path) or server.death() is not None:

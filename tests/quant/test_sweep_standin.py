@@ -196,3 +196,27 @@ def test_the_next_variants_are_quantized_while_one_is_measured(tmp_path, standin
         assert "quantize_ahead" not in in_turn[name]["ran_on"]["stages"]
         assert ahead[name]["accuracy"]["demo_math"]["n"] == 4
     assert "quantize_ahead" not in ahead["bf16"]["ran_on"]["stages"]
+
+
+REFUSED = """\
+name: refused
+model: demo
+engine: {{args: {{max_model_len: 512}}}}
+variants:
+  - {{name: bf16, baseline: true}}
+  - {{name: refused, checkpoint: {refused}}}
+tasks: [{{name: demo_math, limit: 4}}]
+kl_items: 0
+"""
+
+
+def test_a_refusal_met_by_a_server_started_ahead_is_recorded_without_a_second_start(
+        tmp_path, standin_engine, demo_checkpoints):
+    text = REFUSED.format(refused=demo_checkpoints("refused"))
+    variants = sweep(tmp_path, text)["variants"]
+    assert starts(standin_engine) == ["bf16", "refused"]   # started ahead, beside bf16's evals; never again
+    refused = variants["refused"]
+    assert refused["status"] == "unsupported" and "stand-in refusal" in refused["reason"], refused["reason"]
+    assert refused["accuracy"]["demo_math"]["backend"] == "inprocess"
+    sweep(tmp_path, text)
+    assert starts(standin_engine) == ["bf16", "refused"]   # the refusal is cached
