@@ -171,8 +171,9 @@ def test_a_start_in_progress_is_stopped_when_the_sweep_ends(tmp_path):
 def test_the_engines_refusal_is_the_turns_answer_without_a_second_start(tmp_path):
     servers = Servers(tmp_path, failing={"a": EngineStartError("Failed to find a kernel for uint8b128")})
     starts, (bf16, a, b, c) = start_ahead(tmp_path, servers)
-    servers.hold.set()
     starts.begin_after(bf16)
+    assert until(lambda: servers.made.get("a") and servers.made["a"].events == ["start"])
+    threading.Timer(0.2, servers.hold.set).start()
     with pytest.raises(EngineStartError, match="uint8b128"):
         starts.take(a, tmp_path / "a")   # waits for the start in progress, then answers as a start would
     assert servers.made["a"].events == ["start"]
