@@ -105,8 +105,9 @@ class StartAhead:
         try:
             server.start()
             state = "ready"
-        except EngineStartError as exc:   # the engine refused the variant (or never got ready): as in its turn
-            entry.refusal, state = exc, "gone"
+        except EngineStartError as exc:   # the engine refused the variant: its turn's answer. A start that timed
+            # out beside the evals, sharing the CPU, may yet succeed alone: the turn tries again
+            entry.refusal, state = (None if exc.timed_out else exc), "gone"
         except BaseException as exc:   # noqa: BLE001 - the turn starts its own server and reports its failure
             if not self._closing:
                 reporter.log(f"  server started ahead failed ({type(exc).__name__}); its turn starts one")

@@ -15,12 +15,14 @@ from perf.engines.lifeline import REARGUARD_TITLE, lifeline_argv
 
 
 class EngineStartError(RuntimeError):
-    """The engine did not come up; `reason` is the engine's own error line when one could be found."""
+    """The engine did not come up; `reason` is the engine's own error line when one could be found.
+    `timed_out`: it was still starting when its time was up (not the engine's refusal)."""
 
-    def __init__(self, reason: str, log_path: Path | None = None):
+    def __init__(self, reason: str, log_path: Path | None = None, timed_out: bool = False):
         super().__init__(reason if log_path is None else f"{reason} (log: {log_path})")
         self.reason = reason
         self.log_path = log_path
+        self.timed_out = timed_out
 
 
 class EngineDiedError(RuntimeError):

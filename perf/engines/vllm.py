@@ -321,7 +321,7 @@ class VLLMServer:
                     err = self._failure("")
                     last = f"; last error in log: {err.reason}" if err.reason else ""
                     raise EngineStartError(
-                        f"engine not ready within {self.startup_timeout_s:.0f} s{last}", self.log_path)
+                        f"engine not ready within {self.startup_timeout_s:.0f} s{last}", self.log_path, timed_out=True)
                 time.sleep(0.5)
 
     def _ready(self, client) -> bool:

@@ -70,7 +70,8 @@ class Servers:
     def __call__(self, ctx, variant, checkpoint):
         if variant.name in self.skip:
             return None
-        server = Server(checkpoint.path, self.tmp_path / f"{variant.name}.log", self.hold, self.failing.get(variant.name))
+        server = Server(checkpoint.path, self.tmp_path / f"{variant.name}.log", self.hold,
+                        self.failing.get(variant.name))
         self.made[variant.name] = server
         return server
 
@@ -177,6 +178,11 @@ def test_the_engines_refusal_is_the_turns_answer_without_a_second_start(tmp_path
     with pytest.raises(EngineStartError, match="uint8b128"):
         starts.take(a, tmp_path / "a")   # waits for the start in progress, then answers as a start would
     assert servers.made["a"].events == ["start"]
+
+    servers.failing["b"] = EngineStartError("engine not ready within 600 s", timed_out=True)
+    starts.begin_after(a)
+    assert until(lambda: servers.made.get("b") and servers.made["b"].events == ["start"])
+    assert starts.take(b, tmp_path / "b") is None   # slow beside the evals, perhaps not alone: the turn tries
     starts.close()
 
 
