@@ -70,13 +70,14 @@ def measure(checkout: Path, recipe: Path, work: Path) -> dict:
 
 def table(m: dict) -> list[str]:
     total = m["cold"]["wall_s"]
-    columns = (*STAGES, "other", "pipeline", *BESIDE)
-    head = ["variant", "status", *columns[:-len(BESIDE)], *BESIDE.values()]
+    summed = (*STAGES, "other", "pipeline")
+    columns = (*summed, *BESIDE)
+    head = ["variant", "status", *summed, *BESIDE.values()]
     rows = [[name, v["status"], *(f"{v.get(s, 0.0):.0f}" for s in columns)] for name, v in m["variants"].items()]
     sums = {s: sum(v.get(s, 0.0) for v in m["variants"].values()) for s in columns}
     rows.append(["all variants", "", *(f"{sums[s]:.0f}" for s in columns)])
-    rows.append(["share of the sweep", "", *(f"{sums[s] / total:.0%}" for s in columns[:-len(BESIDE)]),
-                 *["(beside)"] * len(BESIDE)])
+    shares = [f"{sums[s] / total:.0%}" for s in summed]
+    rows.append(["share of the sweep", "", *shares, *["(beside)"] * len(BESIDE)])
     width = [max(len(str(r[i])) for r in [head, *rows]) for i in range(len(head))]
     lines = [f"## {m['checkout']}",
              f"cold sweep {total:.0f} s (exit {m['cold']['exit']}): start-up and checks {m['before_variants']:.0f} s, "

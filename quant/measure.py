@@ -89,14 +89,20 @@ def _engine(ctx: SweepContext, variant: Variant, checkpoint: Checkpoint, engine_
         engine_core_nice=ctx.recipe.engine.engine_core_nice, device=(ctx.engine_facts or {}).get("device"))
 
 
+def _served_stages(ctx: SweepContext, variant: Variant, checkpoint: Checkpoint) -> tuple[dict, EvalStage, PerfStage]:
+    """The engine flags of a served variant, and its eval and perf stages."""
+    engine_args = {**ctx.recipe.engine.args, **variant.engine_args}
+    return (engine_args, EvalStage(ctx, variant, checkpoint, "served", engine_args),
+            PerfStage(ctx, variant, checkpoint, engine_args))
+
+
 def engine_to_start_ahead(ctx: SweepContext, variant: Variant, checkpoint: Checkpoint):
     """The (not yet started) server this variant's turn would start: where the engine is not known to refuse
     it and its evals or perf have uncached work; else None (quant/start_ahead.py)."""
     if _refusal(ctx, variant, checkpoint, log=lambda _line: None):
         return None
-    engine_args = {**ctx.recipe.engine.args, **variant.engine_args}
-    evals = EvalStage(ctx, variant, checkpoint, "served", engine_args)
-    if not (evals.pending() or PerfStage(ctx, variant, checkpoint, engine_args).pending()):
+    engine_args, evals, perf = _served_stages(ctx, variant, checkpoint)
+    if not (evals.pending() or perf.pending()):
         return None
     return _engine(ctx, variant, checkpoint, engine_args)
 
@@ -134,9 +140,8 @@ def _measure_served_restarting(ctx: SweepContext, variant: Variant, checkpoint: 
 def _measure_served(ctx: SweepContext, variant: Variant, checkpoint: Checkpoint, record: dict) -> str | None:
     """Returns the engine's reason if it cannot serve the variant; EngineDiedError if the server died while
     serving (the stage it was running is not cached)."""
-    engine_args = {**ctx.recipe.engine.args, **variant.engine_args}
-    evals = EvalStage(ctx, variant, checkpoint, "served", engine_args)
-    stages = [evals, KlStage(ctx, variant, evals.keys), PerfStage(ctx, variant, checkpoint, engine_args)]
+    engine_args, evals, perf = _served_stages(ctx, variant, checkpoint)
+    stages = [evals, KlStage(ctx, variant, evals.keys), perf]
     engine = _engine(ctx, variant, checkpoint, engine_args)
 
     @contextmanager
@@ -147,13 +152,12 @@ def _measure_served(ctx: SweepContext, variant: Variant, checkpoint: Checkpoint,
         with ExitStack() as stack:
             with timed(record, "engine_start"):
                 ahead = ctx.starts.take(variant, checkpoint.path) if ctx.starts else None
-                if ahead:
-                    server = ahead.server
-                    stack.callback(server.stop)
-                else:
+                if not ahead:
                     ctx.reporter.log(f"  starting {ctx.recipe.engine.kind} on 127.0.0.1 …")
                     server = stack.enter_context(engine)
             if ahead:
+                server = ahead.server
+                stack.callback(server.stop)
                 record["ran_on"]["stages"]["engine_start_ahead"] = ahead.seconds
                 ctx.reporter.log(f"  server ready: started ahead in {ahead.seconds:.0f}s (pid {server.pid})")
             else:

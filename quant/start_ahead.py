@@ -73,11 +73,16 @@ class StartAhead:
         self._quiet = 0   # perf stages running (0 or 1 in a local sweep)
         self._closing = False
         self._threads: list[threading.Thread] = []
+        self._wanted: bool | None = None   # asked once a server has started (a cached re-run never asks)
 
     def begin_after(self, variant: Variant) -> None:
         nxt = self._next.get(variant.name)
         with self._changed:
             if nxt is None or nxt.name in self._entries or self._closing:
+                return
+            if self._wanted is None:
+                self._wanted = wanted(self.ctx)
+            if not self._wanted:
                 return
             entry = self._entries[nxt.name] = _Entry()
         thread = threading.Thread(target=self._start, args=(nxt, entry), name=f"start-ahead-{nxt.name}", daemon=True)

@@ -15,7 +15,6 @@ from quant.ahead import QuantizeAhead, to_build_ahead
 from quant.measure import engine_to_start_ahead
 from quant.quantize_stage import checkpoint_for
 from quant.start_ahead import StartAhead
-from quant.start_ahead import wanted as wants_starts
 
 RunOne = Callable[..., dict]
 
@@ -27,7 +26,7 @@ def run_local(ctx, variants: list[Variant], execution: Execution, run_one: RunOn
     ahead = QuantizeAhead(ctx, later, checkpoint_for) if later else None
     if ahead:
         ctx = dataclasses.replace(ctx, ahead=ahead)
-    starts = StartAhead(ctx, variants, engine_to_start_ahead) if len(variants) > 1 and wants_starts(ctx) else None
+    starts = StartAhead(ctx, variants, engine_to_start_ahead) if len(variants) > 1 else None
     if starts:
         ctx = dataclasses.replace(ctx, starts=starts)
     try:

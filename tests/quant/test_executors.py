@@ -33,8 +33,9 @@ class StandInContext:
     cache: object = None
     out: object = None
     out_remote: object = None
-    engine_facts: dict | None = None   # no engine: nothing is quantized ahead
+    engine_facts: dict | None = None   # no engine: nothing is quantized or started ahead
     device: str = "cpu"
+    starts: object = None   # the local executor's StartAhead (it starts nothing without an engine)
 
 
 class Silent:
