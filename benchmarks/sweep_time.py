@@ -10,7 +10,7 @@ the previous variant's evals (quant/start_ahead.py): beside the stages, not part
 waited for them is its "quantize" and "engine start". Several checkouts (say a worktree of an
 older commit and this one) run one after another on the same machine, so their numbers are side by side.
 
-Usage: python benchmarks/sweep_time.py RECIPE [--checkout DIR ...] [--work DIR] [--json FILE]
+Usage: python benchmarks/sweep_time.py RECIPE [--checkout DIR ...] [--work DIR] [--json FILE] [--only VARIANT ...]
 (a relative RECIPE is read from each checkout)
 """
 
@@ -31,12 +31,15 @@ STAGES = ("quantize", "engine_start", "model_load", "evals", "kl", "perf")
 BESIDE = {"quantize_ahead": "quantized ahead", "engine_start_ahead": "started ahead"}
 
 
-def sweep(checkout: Path, recipe: Path, out: Path, cache: Path) -> dict:
-    """One `quant sweep` with the checkout's code and environments; its wall time, start and exit code."""
-    env = {**os.environ, "PYTHONPATH": str(checkout), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+def sweep(checkout: Path, recipe: Path, out: Path, cache: Path, only: list[str]) -> dict:
+    """One `quant sweep` with the checkout's code and environments; its wall time, start and exit code. Models
+    converted on load (a GGUF file dequantized) go to a cache beside the stage cache: empty at first, as on a
+    fresh machine."""
+    env = {**os.environ, "PYTHONPATH": str(checkout), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
+           "QUANT_MODEL_CACHE": str(cache.parent / "models")}
     started = time.time()
     proc = subprocess.run([str(checkout / ".venv/bin/python"), "-m", "quant.cli", "sweep", str(recipe),
-                           "--out", str(out), "--cache-dir", str(cache), "--quiet"],
+                           "--out", str(out), "--cache-dir", str(cache), "--quiet", *(["--only", *only] if only else [])],
                           cwd=checkout, env=env, text=True, capture_output=True)
     wall = time.time() - started
     if proc.returncode not in (0, 1):
@@ -60,11 +63,11 @@ def breakdown(results: dict, run: dict) -> dict:
     return {"variants": variants, "before_variants": (first or end) - run["started"], "after_variants": end - (last or end)}
 
 
-def measure(checkout: Path, recipe: Path, work: Path) -> dict:
+def measure(checkout: Path, recipe: Path, work: Path, only: list[str]) -> dict:
     out, cache = work / "run", work / "cache"
-    cold = sweep(checkout, recipe, out, cache)
+    cold = sweep(checkout, recipe, out, cache, only)
     results = json.loads((out / "results.json").read_text())
-    warm = sweep(checkout, recipe, out, cache)
+    warm = sweep(checkout, recipe, out, cache, only)
     return {"checkout": str(checkout), "cold": cold, "warm": warm, **breakdown(results, cold)}
 
 
@@ -95,13 +98,14 @@ def main() -> None:
                         help="a checkout with its own .venv (default: this one); repeat to compare, in order")
     parser.add_argument("--work", type=Path, help="where runs and caches go (default: a temporary directory)")
     parser.add_argument("--json", type=Path, help="also write the measurements here")
+    parser.add_argument("--only", nargs="+", metavar="VARIANT", help="sweep only these variants (quant sweep --only)")
     args = parser.parse_args()
     work = args.work or Path(tempfile.mkdtemp(prefix="sweep-time-"))
     measured = []
     for i, checkout in enumerate(args.checkout or [REPO]):
         checkout = checkout.resolve()
         recipe = args.recipe if args.recipe.is_absolute() else checkout / args.recipe   # each checkout's own
-        m = measure(checkout, recipe, work / f"{i}")
+        m = measure(checkout, recipe, work / f"{i}", args.only)
         measured.append(m)
         print("\n".join(table(m)), flush=True)
     if args.json:

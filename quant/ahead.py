@@ -4,7 +4,8 @@ background, one at a time and in the sweep's order, so a variant's turn starts w
 Only where the engine runs on the CPU (a GPU engine holds most of the accelerator's memory, and a quantizer
 beside it would not fit) and only for checkpoints built in a child process (`python -m quantize`). The builds
 run at the lowest CPU priority, so they take what the measured variant leaves idle (an engine start is mostly
-one core of imports) and barely slow its evals; a perf stage pauses them (SIGSTOP, then SIGCONT), so no
+one core of imports) and barely slow its evals (each quantizer leads a session of its own at that priority:
+where Linux groups processes by session, a niceness counts only within the session); a perf stage pauses them (SIGSTOP, then SIGCONT), so no
 throughput or latency is measured beside a quantizer. A variant with a sensitivity ranking (computed in this
 process) is quantized in its turn, as without this."""
 

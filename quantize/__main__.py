@@ -16,6 +16,7 @@ import tempfile
 import traceback
 from pathlib import Path
 
+from perf.engines.process import keep_low_priority_across_sessions
 from quantize.child_process import ERROR_PREFIX, child_env
 
 
@@ -131,7 +132,10 @@ def _supervise(args: argparse.Namespace, argv: list[str]) -> int:
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = _parser().parse_args(argv)
-    return _work(args) if args.in_process else _supervise(args, argv)
+    if args.in_process:
+        return _work(args)
+    keep_low_priority_across_sessions()   # built ahead at nice 19: yield to the served model (and its child with it)
+    return _supervise(args, argv)
 
 
 if __name__ == "__main__":

@@ -106,6 +106,26 @@ def renice_process(proc: psutil.Process, nice: int) -> None:
             pass
 
 
+AUTOGROUP = Path("/proc/self/autogroup")
+
+
+def keep_low_priority_across_sessions() -> bool:
+    """Where the kernel shares the CPU between sessions first (Linux's autogroup), a niceness only orders a
+    process within its own session: a build at nice 19 in the sweep's session still takes half the CPU from a
+    server in a session of its own. A process started at a lowered priority calls this to lead a session, and
+    so an autogroup, of its own at that niceness. Returns whether it did: not at normal priority, without
+    autogroup, or where it cannot leave its session."""
+    nice = os.getpriority(os.PRIO_PROCESS, 0)
+    if nice <= 0 or not AUTOGROUP.exists():
+        return False
+    try:
+        os.setsid()
+        AUTOGROUP.write_text(str(nice))
+    except OSError:
+        return False
+    return True
+
+
 def tree_rss_bytes(pid: int) -> int:
     total = 0
     for p in process_tree(pid):
