@@ -78,6 +78,15 @@ class Builds:
 Q = {"scheme": "W8A8"}
 
 
+def ticks_again(builds: Builds, name: str, frozen: int, seconds: float = 15) -> bool:
+    """Whether a resumed quantizer ticks again: it runs at nice 19, maybe stopped mid-start-up, on a machine
+    the other tests keep busy, so it is given time."""
+    deadline = time.time() + seconds
+    while builds.ticks(name) == frozen and time.time() < deadline:
+        time.sleep(0.05)
+    return builds.ticks(name) > frozen
+
+
 def test_checkpoints_are_built_in_order_in_the_background_and_handed_over(tmp_path):
     r = recipe({"name": "a", **Q}, {"name": "b", **Q}, {"name": "c", **Q})
     builds = Builds(tmp_path, failing="b")
@@ -107,8 +116,7 @@ def test_a_perf_stage_pauses_every_quantizer_and_they_resume_after(tmp_path):
             frozen = builds.ticks("a")
             time.sleep(0.5)
             assert builds.ticks("a") == frozen and builds.order == ["a"]
-        time.sleep(0.5)
-        assert builds.ticks("a") > frozen
+        assert ticks_again(builds, "a", frozen)
     finally:
         started = time.time()
         ahead.close()   # the running quantizer is stopped, the next never starts
@@ -144,8 +152,7 @@ def test_a_build_starting_as_a_pause_begins_is_stopped_once_its_quantizer_shows(
             frozen = builds.ticks("a")
             time.sleep(0.5)
             assert builds.ticks("a") == frozen
-        time.sleep(0.5)
-        assert builds.ticks("a") > frozen
+        assert ticks_again(builds, "a", frozen)
     finally:
         ahead.close()
 
