@@ -38,9 +38,9 @@ def sweep(checkout: Path, recipe: Path, out: Path, cache: Path, only: list[str])
     env = {**os.environ, "PYTHONPATH": str(checkout), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
            "QUANT_MODEL_CACHE": str(cache.parent / "models")}
     started = time.time()
-    proc = subprocess.run([str(checkout / ".venv/bin/python"), "-m", "quant.cli", "sweep", str(recipe),
-                           "--out", str(out), "--cache-dir", str(cache), "--quiet", *(["--only", *only] if only else [])],
-                          cwd=checkout, env=env, text=True, capture_output=True)
+    argv = [str(checkout / ".venv/bin/python"), "-m", "quant.cli", "sweep", str(recipe), "--out", str(out),
+            "--cache-dir", str(cache), "--quiet", *(["--only", *only] if only else [])]
+    proc = subprocess.run(argv, cwd=checkout, env=env, text=True, capture_output=True)
     wall = time.time() - started
     if proc.returncode not in (0, 1):
         raise SystemExit(f"sweep with {checkout} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")

@@ -5,9 +5,9 @@ Only where the engine runs on the CPU (a GPU engine holds most of the accelerato
 beside it would not fit) and only for checkpoints built in a child process (`python -m quantize`). The builds
 run at the lowest CPU priority, so they take what the measured variant leaves idle (an engine start is mostly
 one core of imports) and barely slow its evals (each quantizer leads a session of its own at that priority:
-where Linux groups processes by session, a niceness counts only within the session); a perf stage pauses them (SIGSTOP, then SIGCONT), so no
-throughput or latency is measured beside a quantizer. A variant with a sensitivity ranking (computed in this
-process) is quantized in its turn, as without this."""
+where Linux groups processes by session, a niceness counts only within the session); a perf stage pauses them
+(SIGSTOP, then SIGCONT), so no throughput or latency is measured beside a quantizer. A variant with a
+sensitivity ranking (computed in this process) is quantized in its turn, as without this."""
 
 from __future__ import annotations
 
