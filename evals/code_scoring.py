@@ -3,6 +3,10 @@
 lm-eval scores one document at a time. A task's filter sees every response first, so `prefetch` runs all
 programs from a pool of threads (each waits on its sandboxed process) and keeps the outcomes; `passed` then
 answers from them, and runs a program itself only if it was not prefetched.
+
+An outcome is kept for the life of the process, keyed by the program's exact text and the sandbox it ran in:
+the variants of a sweep mostly write the same programs (a quantized model repeats most of its baseline's
+answers), and each is run once. A timeout is not kept: it can be the machine's load rather than the program's.
 """
 
 from __future__ import annotations
@@ -15,9 +19,11 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
 from evals.execute import ExecResult, run_program
+from evals.sandbox import capabilities, require_isolation
 from evals.scoring_names import defined_names, free_names
 
-_outcomes: dict[str, bool] = {}
+_known: dict[str, bool] = {}        # program and sandbox -> passed, for each program this process ran to its end
+_prefetched: dict[str, bool] = {}   # the last prefetch's outcomes, timeouts too, until `passed` takes them
 
 
 class Program(NamedTuple):
@@ -53,11 +59,14 @@ def run(program: Program) -> ExecResult:
 
 
 def _key(program: Program) -> str:
-    return hashlib.sha256(json.dumps(list(program)).encode()).hexdigest()
+    return hashlib.sha256(json.dumps([*program, repr(capabilities())]).encode()).hexdigest()
 
 
-def _run(program: Program) -> bool:
-    return run(program).passed
+def _run(key: str, program: Program) -> bool:
+    result = run(program)
+    if result.reason != "timeout":
+        _known[key] = result.passed
+    return result.passed
 
 
 def workers() -> int:
@@ -66,17 +75,18 @@ def workers() -> int:
 
 
 def prefetch(programs: list[Program]) -> None:
-    todo = list({_key(p): p for p in programs if _key(p) not in _outcomes}.items())
+    todo = {key: p for key, p in ((_key(p), p) for p in programs) if key not in _known}
     if len(todo) < 2:
         return
     with ThreadPoolExecutor(workers()) as pool:
-        for (key, _), ok in zip(todo, pool.map(_run, [p for _, p in todo])):
-            _outcomes[key] = ok
+        _prefetched.update(zip(todo, pool.map(_run, todo, todo.values())))
 
 
 def passed(program: Program) -> float:
-    ok = _outcomes.pop(_key(program), None)
-    return float(_run(program) if ok is None else ok)
+    require_isolation("run_program")   # a kept outcome is no way around the opt-in
+    key = _key(program)
+    ok = _prefetched.pop(key, _known.get(key))
+    return float(_run(key, program) if ok is None else ok)
 
 
 def task_functions(program_of: Callable[[dict, str], Program]):

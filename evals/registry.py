@@ -21,15 +21,23 @@ from evals.task_facts import TASKS_DIR, TaskError, is_ours, shipped_data
 FILE_BUILDERS = {".jsonl": "json", ".json": "json", ".csv": "csv", ".parquet": "parquet"}
 
 
-@lru_cache(maxsize=1)
-def task_manager():
+def task_manager(name: str | None = None):
+    """An lm-eval TaskManager that knows the task `name`: one of ours alone where it is ours (indexing every
+    task lm-eval ships takes seconds), else lm-eval's with ours on top."""
+    if name is not None and name in _manager(defaults=False).task_index:
+        return _manager(defaults=False)
+    return _manager(defaults=True)
+
+
+@lru_cache(maxsize=2)
+def _manager(defaults: bool):
     import logging
 
     from lm_eval.tasks import TaskManager
     # Our tasks replace lm-eval's same-named ones on purpose ("Task 'mbpp' ... overrides existing task");
     # every other lm-eval warning reaches the user (quant/logs.py).
     logging.getLogger("lm_eval.tasks._index").setLevel(logging.ERROR)
-    return TaskManager(include_path=str(TASKS_DIR))
+    return TaskManager(include_path=str(TASKS_DIR), include_defaults=defaults)
 
 
 def local_test_split(task_dir: Path):
@@ -57,7 +65,7 @@ def task_config(name: str) -> dict[str, Any]:
     """The registered task's full config (includes merged, `!function`s resolved)."""
     from lm_eval.tasks._yaml_loader import load_yaml
 
-    manager = task_manager()
+    manager = task_manager(name)
     entry = manager.task_index.get(name)
     if entry is None:
         near = difflib.get_close_matches(name, manager.all_subtasks, n=3)
@@ -166,7 +174,7 @@ def code_execution(task) -> str | None:
 def _code_execution(task) -> str | None:
     from lm_eval.tasks._yaml_loader import load_yaml
 
-    entry = task_manager().task_index.get(task.name)
+    entry = task_manager(task.name).task_index.get(task.name)
     if entry is None or entry.yaml_path is None:
         return None  # not a YAML task: task_problems says so
     path = Path(entry.yaml_path).resolve()

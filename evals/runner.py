@@ -49,7 +49,7 @@ def evaluate_task(lm, task, lm_eval_dir: Path | None = None,
 
     tracker = lm_eval_output.tracker(lm_eval_dir) if lm_eval_dir is not None else None
     options = {k: v for k, v in task.lm_eval_options().items() if k != "data_files"}
-    out = lm_eval.simple_evaluate(model=lm, tasks=[lm_eval_spec(task)], task_manager=task_manager(),
+    out = lm_eval.simple_evaluate(model=lm, tasks=[lm_eval_spec(task)], task_manager=task_manager(task.name),
                                   limit=task.limit, log_samples=True,
                                   confirm_run_unsafe_code=code_execution(task) != "host" or unisolated_permitted(),
                                   bootstrap_iters=0, evaluation_tracker=tracker,

@@ -146,7 +146,7 @@ def _measure_served(ctx: SweepContext, variant: Variant, checkpoint: Checkpoint,
 
     @contextmanager
     def served() -> Iterator[Session]:
-        from evals.backends.served import ServedLM   # lm-eval: imported only when a stage has work
+        from evals.backends.served import RequestRejected, ServedLM   # lm-eval: only when a stage has work
 
         started = time.time()
         with ExitStack() as stack:
@@ -167,7 +167,7 @@ def _measure_served(ctx: SweepContext, variant: Variant, checkpoint: Checkpoint,
             try:
                 yield Session(ServedLM(server.completions_url, variant.name, tokenizer_dir=checkpoint.path,
                                        concurrency=ctx.recipe.eval_concurrency), server)
-            except EngineDiedError:
+            except (EngineDiedError, RequestRejected):   # the latter was answered: the server was alive
                 raise
             except Exception as exc:   # a stage failed: because the server died under it?
                 server.check_alive(wait_s=DEATH_WAIT_S)

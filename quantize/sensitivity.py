@@ -115,7 +115,7 @@ def task_items(tasks, n: int) -> dict[str, list[tuple[str, str]]]:
 
     items: dict[str, list[tuple[str, str]]] = {}
     for task in tasks:
-        loaded = task_manager().load([lm_eval_spec(task)])["tasks"][task.name]
+        loaded = task_manager(task.name).load([lm_eval_spec(task)])["tasks"][task.name]
         delimiter = loaded.config.target_delimiter or ""
         pairs = []
         for doc in list(loaded.eval_docs)[:n]:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy.stats import t as student_t
+from scipy.special import stdtrit
 
 from core.recipe import Gates
 from core.results import PerfPoint, VariantRecord
@@ -34,7 +34,7 @@ def _ratio_interval(base: list[float], cand: list[float], confidence: float) -> 
     if se == 0:
         return (math.exp(diff),) * 3
     df = (vb + vc) ** 2 / (vb ** 2 / (lb.size - 1) + vc ** 2 / (lc.size - 1))
-    half = float(student_t.ppf(0.5 + confidence / 2, df)) * se
+    half = float(stdtrit(df, 0.5 + confidence / 2)) * se
     return math.exp(diff), math.exp(diff - half), math.exp(diff + half)
 
 

@@ -26,6 +26,10 @@ def truncate_at_stops(text: str, stops: list[str]) -> str:
     return text[:cut]
 
 
+class RequestRejected(RuntimeError):
+    """The server answered a request with a client error (4xx but 429): it was alive, and the request is wrong."""
+
+
 class ServedLM(LM):
     def __init__(self, completions_url: str, model: str, tokenizer_dir: str | Path | None = None,
                  concurrency: int = 32, max_retries: int = 4, timeout_s: float = 300.0, progress=None) -> None:
@@ -171,7 +175,7 @@ class ServedLM(LM):
                 if response.status_code == 200:
                     return response.json()["choices"][0]
                 if response.status_code < 500 and response.status_code != 429:  # our request is wrong: no retry
-                    raise RuntimeError(f"HTTP {response.status_code} from {self.url}: {response.text[:300]}")
+                    raise RequestRejected(f"HTTP {response.status_code} from {self.url}: {response.text[:300]}")
                 error = f"HTTP {response.status_code}: {response.text[:200]}"
             except (httpx.TransportError, httpx.TimeoutException) as exc:
                 error = f"{type(exc).__name__}: {exc}"

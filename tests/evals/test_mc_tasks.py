@@ -30,7 +30,7 @@ def _items(task: str) -> list[dict]:
 @pytest.mark.parametrize("task", MC_TASKS)
 def test_yaml_loads_in_lm_eval_as_multiple_choice(task):
     from evals.registry import task_manager
-    loaded = task_manager().load([task])["tasks"][task]
+    loaded = task_manager(task).load([task])["tasks"][task]
     assert loaded.OUTPUT_TYPE == "multiple_choice"
     assert [m["metric"] for m in loaded.config.metric_list] == ["acc", "acc_norm"]
     docs = list(loaded.test_docs())

@@ -2,6 +2,7 @@
 
 import random
 
+import numpy as np
 import pytest
 
 from evals.stats import mcnemar_exact, paired_difference, unpaired_difference
@@ -96,3 +97,23 @@ def test_cluster_bootstrap_against_scipys_bootstrap_of_group_means():
     low, high = cluster_bootstrap_mean(values, groups, iters=20000)
     ref = bootstrap((group_means,), np.mean, n_resamples=20000, method="percentile", random_state=0).confidence_interval
     assert abs(low - ref.low) < 0.01 and abs(high - ref.high) < 0.01
+
+
+def test_the_exact_tails_agree_with_scipy_stats():
+    """The p-values and interval ends come from scipy.special (its stats module takes a CLI half a second to
+    import); they are scipy.stats's numbers."""
+    from scipy.stats import beta, binomtest, t
+
+    from evals.stats import _clopper_pearson, _t_interval
+
+    for lost, gained in [(0, 1), (1, 0), (3, 3), (5, 0), (13, 4), (17, 5), (18, 13), (40, 2), (100, 91)]:
+        assert mcnemar_exact(lost, gained) == pytest.approx(binomtest(lost, lost + gained, 0.5).pvalue, rel=1e-9)
+    assert mcnemar_exact(0, 0) == 1.0
+    for k, n in [(1, 10), (5, 10), (9, 10), (22, 132), (17, 100)]:
+        assert _clopper_pearson(k, n, 0.05) == pytest.approx(
+            (beta.ppf(0.025, k, n - k + 1), beta.ppf(0.975, k + 1, n - k)), rel=1e-9)
+    d = np.array([0.1, -0.3, 0.25, 0.4, 0.05, 0.2])
+    se = d.std(ddof=1) / np.sqrt(d.size)
+    half = t.ppf(0.975, d.size - 1) * se
+    assert _t_interval(d, 0.95) == pytest.approx(
+        (d.mean() - half, d.mean() + half, 2 * t.sf(abs(d.mean()) / se, d.size - 1)), rel=1e-9)

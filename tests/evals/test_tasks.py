@@ -29,6 +29,21 @@ def _error(task: Task) -> str:
     return message
 
 
+def test_our_tasks_resolve_without_lm_evals_index_as_they_do_with_it():
+    """One of our tasks is found by an index of ours alone (lm-eval's takes seconds to build), to the same file
+    the whole index (ours over lm-eval's) finds; a task of lm-eval's gets the whole index."""
+    from evals.registry import _manager, task_manager
+    from evals.task_facts import TASKS_DIR
+
+    everything = _manager(defaults=True)
+    ours = sorted(p.name for p in TASKS_DIR.iterdir() if (p / f"{p.name}.yaml").exists())
+    assert "humaneval" in ours and "demo_code" in ours
+    for name in ours:
+        assert task_manager(name) is _manager(defaults=False) is not everything
+        assert task_manager(name).task_index[name].yaml_path == everything.task_index[name].yaml_path
+    assert task_manager("gsm8k") is everything and task_manager() is everything
+
+
 def test_unknown_names_groups_and_missing_data_are_clear_errors():
     assert "did you mean gsm8k" in _error(Task(name="gsm8kk"))
     assert "group or tag" in _error(Task(name="mmlu"))
