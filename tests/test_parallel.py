@@ -1,6 +1,6 @@
 """`make test` on pytest-xdist workers (tests/parallel.py): a file's tests stay on one worker, so its module
 fixture is built once; the files with integration tests, then those with slow ones, are handed out first; the
-other files spread over both workers. Checked on a generated suite run as the Makefile runs the real one."""
+other files spread over the workers. Checked on a generated suite run with the Makefile's flags, on 2 workers."""
 
 from __future__ import annotations
 
@@ -89,7 +89,8 @@ def test_a_files_fixture_is_built_once_slow_files_first_the_rest_spread(tmp_path
     ran = tmp_path / "ran"
     env = {**os.environ, "RAN": str(ran),
            "PYTHONPATH": os.pathsep.join([str(REPO), str(suite), os.environ.get("PYTHONPATH", "")])}
-    argv = re.search(r"^PARALLEL := (.*)$", (REPO / "Makefile").read_text(), re.M).group(1).split()
+    flags = re.search(r"^PARALLEL := (.*)$", (REPO / "Makefile").read_text(), re.M).group(1)
+    argv = flags.replace("$(WORKERS)", "2").split()
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *argv, str(suite)],
                           cwd=suite, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
