@@ -134,6 +134,13 @@ def test_a_worker_killed_mid_variant_is_retried(runs):
     assert on_ray["variants"]["w8a8-rtn"]["status"] == "ok"
 
 
+def ctrl_c_as_in_a_terminal() -> None:
+    """A job a non-interactive shell starts in the background (`make test &`, some CI runners) ignores SIGINT,
+    and so does every process it starts: Python then installs no KeyboardInterrupt handler. The driver gets the
+    default back, as a command typed at a terminal has it."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.mark.parametrize("how", [signal.SIGINT, signal.SIGKILL], ids=["ctrl-c", "driver-killed"])
 def test_no_server_outlives_the_driver(tmp_path, how):
     recipe = tmp_path / "ray-it.yaml"
@@ -142,7 +149,7 @@ def test_no_server_outlives_the_driver(tmp_path, how):
     driver = subprocess.Popen(quant_cmd("sweep", str(recipe), "--executor", "ray", "--out", str(tmp_path / "run"),
                                         "--cache-dir", str(tmp_path / "cache")),
                               cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                              env={**os.environ, "QUANT_TEST_MARK": mark})
+                              env={**os.environ, "QUANT_TEST_MARK": mark}, preexec_fn=ctrl_c_as_in_a_terminal)
     try:
         deadline = time.time() + 600
         while not marked(mark, ENTRYPOINT) and driver.poll() is None and time.time() < deadline:
