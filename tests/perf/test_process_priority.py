@@ -7,13 +7,12 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from perf.engines.process import AUTOGROUP
+from tests.helpers import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 # A process in the kernel's root task group (a session no autogroup was made for, as under some CI runners)
 # reads /proc/self/autogroup as empty; JSON keeps that distinct from a missing field.
 REPORT = ("import json, os; from perf.engines.process import keep_low_priority_across_sessions as keep; "
