@@ -168,8 +168,9 @@ def test_sigkill_at_any_point_leaves_nothing_running_and_a_rerun_finishes_identi
     # 2. mid-eval: the first task is scored and cached, the second is being generated
     kill_at("mid-eval", lambda s: _done(cache, "evals") >= 1)
     assert _done(cache, "evals") == 1
-    # 3. mid-perf: evals and the KL reference are cached, the load generator is running
-    kill_at("mid-perf", lambda s: "KL reference demo_code" in s.log, after_s=1.0)
+    # 3. mid-perf: evals and the KL reference are cached, the load generator is running (the stage holds its
+    # cache key's lock; a fixed delay after the KL line raced a fast machine, where the workload takes ~1 s)
+    kill_at("mid-perf", lambda s: any((cache / ".locks").glob("perf-*.lock")))
     assert _done(cache, "evals") == 2 and _done(cache, "perf") == 0
     # 4. mid-quantization: the baseline is finished; the variant's quantizer is running
     kill_at("mid-quantization", lambda s: any("-m quantize" in n and "--in-process" in n for n in _names(s)),
