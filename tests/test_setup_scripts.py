@@ -72,9 +72,11 @@ def test_pip_only_and_uv_only(tmp_path):
     assert code != 0 and len(calls) == 1 and calls[0].startswith("uv pip install")
 
 
-def _setup(tmp_path: Path, gpu: bool, torch_in_main_venv: str = "") -> tuple[int, str, list[str]]:
+def _setup(tmp_path: Path, gpu: bool, torch_in_main_venv: str = "",
+           fail_serve: bool = False) -> tuple[int, str, list[str]]:
     """scripts/setup.sh with fakes for uv, nvidia-smi (a GPU when `gpu`), bwrap and the two venvs' python (the
-    main one reports `torch_in_main_venv` as its installed torch)."""
+    main one reports `torch_in_main_venv` as its installed torch; the serving one fails to import vllm when
+    `fail_serve`)."""
     calls, bin_dir, site = tmp_path / "calls", tmp_path / "bin", tmp_path / "site"
     bin_dir.mkdir(parents=True, exist_ok=True)
     if torch_in_main_venv:
@@ -85,7 +87,7 @@ def _setup(tmp_path: Path, gpu: bool, torch_in_main_venv: str = "") -> tuple[int
              # set-up asks this python for its torch: the real interpreter answers, seeing only a stand-in dist-info
              tmp_path / "main/bin/python": f'if [ "$1" = "-" ]; then PYTHONPATH={site} exec {sys.executable} -S "$@"; fi\n'
                                             'echo "main-python $*" >> CALLS',
-             tmp_path / "serve/bin/python": 'echo "serve-python $*" >> CALLS'}
+             tmp_path / "serve/bin/python": 'echo "serve-python $*" >> CALLS' + ("\nexit 1" if fail_serve else "")}
     if gpu:
         fakes[bin_dir / "nvidia-smi"] = "true"
     for path, body in fakes.items():
@@ -117,10 +119,20 @@ def test_both_environments_are_byte_compiled_once_per_install(tmp_path):
     code, output, calls = _setup(tmp_path, gpu=False)
     assert code == 0, output
     compiled = [call for call in calls if "-m compileall" in call]
-    assert [call.split()[0] for call in compiled] == ["main-python", "serve-python"]
+    assert sorted(call.split()[0] for call in compiled) == ["main-python", "serve-python"]   # built side by side
     assert (tmp_path / "main/.quant-compiled").exists() and (tmp_path / "serve/.quant-compiled").exists()
     code, output, calls = _setup(tmp_path, gpu=False)   # up to date (calls accumulate): nothing compiled again
     assert code == 0 and [call for call in calls if "-m compileall" in call] == compiled, output
+
+
+def test_a_failed_environment_fails_the_setup_and_says_which(tmp_path):
+    """The two environments are built side by side: one that fails stops nothing of the other, and the set-up
+    exits non-zero naming it (nothing marks it built, so the next `make setup` builds it again)."""
+    code, output, calls = _setup(tmp_path, gpu=False, fail_serve=True)
+    failures = [line for line in output.splitlines() if line.endswith(" failed")]
+    assert code != 0 and failures == [f"setup: the serving environment ({tmp_path}/serve) failed"], output
+    assert (tmp_path / "main/.quant-stamp").exists() and (tmp_path / "main/.quant-compiled").exists()
+    assert not (tmp_path / "serve/.quant-stamp").exists()
 
 
 def test_gptqmodel_added_to_a_compiled_environment_is_compiled_too(tmp_path):
