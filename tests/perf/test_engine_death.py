@@ -9,6 +9,7 @@ import os
 import signal
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import psutil
@@ -39,30 +40,46 @@ def _running(pid: int) -> bool:
         return False
 
 
-def _requests_in_flight(url: str, outcomes: list) -> list[threading.Thread]:
-    def one() -> None:
+def _requests_in_flight(url: str, outcomes: list) -> list[threading.Event]:
+    """Four streamed completions of 8 x 400 tokens (seconds of work for the demo model; a starved API server can
+    deliver a whole response late, at once). Returns one event per request, set once its first chunk came, so
+    the kill lands mid-generation; each request's outcome is "completed" (a chunk with a finish reason
+    arrived) or how it failed."""
+    def one(streaming: threading.Event) -> None:
         try:
-            with httpx.Client(timeout=120, trust_env=False) as client:
-                r = client.post(url, json={"model": "demo", "prompt": "item 1: the", "max_tokens": 400,
-                                           "ignore_eos": True})
-                outcomes.append(r.status_code)
+            with httpx.Client(timeout=120, trust_env=False) as client, client.stream(
+                    "POST", url, json={"model": "demo", "prompt": "item 1: the", "max_tokens": 400, "n": 8,
+                                       "ignore_eos": True, "stream": True}) as r:
+                finished = False
+                for line in r.iter_lines():
+                    streaming.set()
+                    finished = finished or '"finish_reason":"length"' in line.replace(" ", "")
+                outcomes.append("completed" if finished else f"cut off (HTTP {r.status_code})")
         except httpx.HTTPError as exc:
             outcomes.append(type(exc).__name__)
+        finally:
+            streaming.set()
 
-    threads = [threading.Thread(target=one, daemon=True) for _ in range(4)]
-    for t in threads:
-        t.start()
-    return threads
+    streaming = [threading.Event() for _ in range(4)]
+    for event in streaming:
+        threading.Thread(target=one, args=(event,), daemon=True).start()
+    return streaming
 
 
 def test_killing_any_process_of_a_real_server_takes_down_its_tree(tmp_path):
     python = resolve_engine_python(None)
-    for victim, title in VICTIMS.items():
-        server = VLLMServer(DEMO_MODEL, python=python, served_name="demo", env={},
-                            args={"max_model_len": 512, "enforce_eager": True}, startup_timeout_s=900,
-                            log_path=tmp_path / victim.replace(" ", "-") / "server.log")
-        server.start()
-        try:
+    servers = {victim: VLLMServer(DEMO_MODEL, python=python, served_name="demo", env={},
+                                  args={"max_model_len": 512, "enforce_eager": True}, startup_timeout_s=900,
+                                  engine_core_nice=10,   # as a sweep serves: its polling does not starve the client
+                                  log_path=tmp_path / victim.replace(" ", "-") / "server.log")
+               for victim in VICTIMS}
+    try:
+        # started side by side (a start-up is mostly one interpreter at a time importing vLLM); idle, a
+        # server's worker stops polling within a second, so each kill below has the machine to itself
+        with ThreadPoolExecutor(len(servers)) as pool:
+            list(pool.map(VLLMServer.start, servers.values()))
+        for victim, title in VICTIMS.items():
+            server = servers[victim]
             tree = process_tree(server.pid)
             names = [_title(p) for p in tree]
             assert any(n.startswith(ENGINE_CORE_TITLE) for n in names) and any(
@@ -70,23 +87,27 @@ def test_killing_any_process_of_a_real_server_takes_down_its_tree(tmp_path):
             target = server.pid if title is None else next(p.pid for p in tree if _title(p).startswith(title))
             shm = {path for p in tree for path in shm_mapped(p.pid)}
             outcomes: list = []
-            threads = _requests_in_flight(server.completions_url, outcomes)
-            time.sleep(1.0)
+            streaming = _requests_in_flight(server.completions_url, outcomes)
+            assert all(event.wait(timeout=60) for event in streaming), victim
             killed_at = time.monotonic()
             os.kill(target, signal.SIGKILL)
             reason = server.death(wait_s=60)
             ended_s = time.monotonic() - killed_at
-            for t in threads:
-                t.join(timeout=60)
+            deadline = time.monotonic() + 60
+            while len(outcomes) < 4 and time.monotonic() < deadline:
+                time.sleep(0.1)
             left = [(p.pid, _title(p)) for p in tree if _running(p.pid)]
             assert reason is not None and not left, (victim, reason, left)
             assert ended_s < 15, (victim, ended_s)
             assert not [path for path in shm if os.path.exists(path)], (victim, shm)
-            assert len(outcomes) == 4 and 200 not in outcomes, (victim, outcomes)
+            assert len(outcomes) == 4 and "completed" not in outcomes, (victim, outcomes)
             named = "the server" if title is None else title
             # its parent may reap it before the lifeline reads its wait status: then it "is gone"
             how = (f"(pid {target}) was killed by signal 9", f"(pid {target}) is gone")
             assert named in reason and any(h in reason for h in how), (victim, reason)
             assert "last lines of server.log: " in reason, reason
-        finally:
+            # the servers still to be killed are untouched
+            assert all(servers[v].death() is None for v in list(VICTIMS)[list(VICTIMS).index(victim) + 1:]), victim
+    finally:
+        for server in servers.values():
             server.stop()
