@@ -31,7 +31,7 @@ class EngineDiedError(RuntimeError):
 
 
 # After a request failed: how long a dying server's tree may take to be ended by its lifeline (it notices a
-# death within a second and gives the rest 2 s), before the server is taken to be alive.
+# death within a poll and gives the rest 2 s); a server that still answers /health is taken to be alive at once.
 DEATH_WAIT_S = 10.0
 
 

@@ -39,6 +39,8 @@ CPU_ENV = {"VLLM_USE_AOT_COMPILE": "0"}
 # vLLM's process titles (setproctitle; /proc's comm keeps the first 15 characters).
 ENGINE_CORE_TITLE, WORKER_TITLE = "VLLM::EngineCor", "VLLM::Worker"
 VITAL_TITLES = ("VLLM::",)   # the server's tree dies with any of them (perf/engines/lifeline.py)
+# The lifeline polls its tree every 0.1 s: after this long, a death that failed a request is in the log.
+NOTICED_S = 0.5
 # Flag defaults the recipe's engine.args override. One access-log line per request costs CPU on the
 # core the load generator shares with the server.
 DEFAULT_ARGS: dict[str, Any] = {"disable_uvicorn_access_log": True}
@@ -268,18 +270,32 @@ class VLLMServer:
 
     def death(self, wait_s: float = 0.0) -> str | None:
         """Why the started server is no longer running (which process of its tree died and how, and the last
-        lines of its log), or None while it runs. wait_s: how long to give a dying tree to finish ending."""
+        lines of its log), or None while it runs. wait_s: how long to give a dying tree to finish ending; a
+        server whose lifeline noted no death and that answers /health is running, and is not waited for."""
         if self._proc is None:
             return None
-        try:
-            self._proc.wait(timeout=wait_s)
-        except subprocess.TimeoutExpired:
-            return None
+        start = time.monotonic()
+        while self._proc.poll() is None:
+            waited = time.monotonic() - start
+            if waited >= wait_s or (waited >= NOTICED_S and self._healthy()):
+                return None
+            time.sleep(0.1)
         text = log_since(self.log_path, self._log_start)
         notes = [ln.split("lifeline: ", 1)[1] for ln in text.splitlines() if ln.startswith("lifeline: ")]
         what = notes[-1].removesuffix("; stopping the rest of its process tree") if notes else (
             f"the server exited with code {self._proc.returncode}")
         return f"{what}; last lines of {self.log_path.name}: " + " | ".join(last_lines(text))
+
+    def _healthy(self) -> bool:
+        """No death noted by the lifeline (the tree then ends within its grace) and /health answers 200."""
+        import httpx
+
+        if "lifeline: " in log_since(self.log_path, self._log_start):
+            return False
+        try:
+            return httpx.get(f"{self.base_url}/health", timeout=2.0, trust_env=False).status_code == 200
+        except httpx.HTTPError:
+            return False
 
     def check_alive(self, wait_s: float = 0.0) -> None:
         """EngineDiedError when the server died after it was started (see death)."""

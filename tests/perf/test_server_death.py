@@ -16,7 +16,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from perf.engines.process import spawn, stop_group
+from perf.engines.process import command_pid, spawn, stop_group
+from perf.engines.vllm import VLLMServer
+from tests.helpers import DEMO_MODEL, REPO
 
 # role server starts Core, Core starts Work; Work maps a shared-memory segment, as vLLM's worker does. Nobody
 # waits for its child: a killed child stays a zombie, as under a busy parent.
@@ -103,3 +105,19 @@ def test_a_killed_lifeline_leaves_no_orphan_of_its_tree(tmp_path):
         time.sleep(0.05)
     assert re.search(said, log.read_text()), log.read_text()
     assert not os.path.exists(shm)
+
+
+def test_a_live_server_is_not_waited_for_and_a_dead_one_is_named(tmp_path):
+    """After a failed request the sweep asks whether the server died under it (death(wait_s)): a server that
+    answers /health and whose lifeline noted no death is alive at once, not after wait_s; a dead one is named."""
+    python = tmp_path / "standin-python"
+    python.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{REPO / "tests" / "standin_engine.py"}" "$@"\n')
+    python.chmod(0o755)
+    with VLLMServer(DEMO_MODEL, python=str(python), served_name="demo", args={}, env={}, startup_timeout_s=60,
+                    log_path=tmp_path / "server.log") as server:
+        started = time.monotonic()
+        assert server.death(wait_s=30) is None
+        assert time.monotonic() - started < 10
+        os.kill(command_pid(server._proc), signal.SIGKILL)
+        reason = server.death(wait_s=30)
+    assert reason is not None and "was killed by signal 9" in reason, reason
