@@ -40,29 +40,37 @@ def _running(pid: int) -> bool:
         return False
 
 
-def _requests_in_flight(url: str, outcomes: list) -> list[threading.Event]:
-    """Four streamed completions of 8 x 400 tokens (seconds of work for the demo model; a starved API server can
-    deliver a whole response late, at once). Returns one event per request, set once its first chunk came, so
-    the kill lands mid-generation; each request's outcome is "completed" (a chunk with a finish reason
-    arrived) or how it failed."""
-    def one(streaming: threading.Event) -> None:
-        try:
-            with httpx.Client(timeout=120, trust_env=False) as client, client.stream(
-                    "POST", url, json={"model": "demo", "prompt": "item 1: the", "max_tokens": 400, "n": 8,
-                                       "ignore_eos": True, "stream": True}) as r:
-                finished = False
-                for line in r.iter_lines():
-                    streaming.set()
-                    finished = finished or '"finish_reason":"length"' in line.replace(" ", "")
-                outcomes.append("completed" if finished else f"cut off (HTTP {r.status_code})")
-        except httpx.HTTPError as exc:
-            outcomes.append(type(exc).__name__)
-        finally:
-            streaming.set()
+def _load_until_it_fails(url: str, outcomes: list[list[str]]) -> list[threading.Event]:
+    """Four clients, each posting streamed completions of 8 x 400 tokens back to back until one does not
+    complete, so requests are in flight whenever the kill lands, however far the API server's streaming lags
+    the engine (a request the engine finished before the kill may still complete). Returns one event per client,
+    set once its first chunk came; each client's outcomes are "completed" (a chunk with a finish reason
+    arrived) or how the request failed, "mid-stream" when it failed after chunks had come."""
+    def one(streaming: threading.Event, mine: list[str]) -> None:
+        deadline = time.monotonic() + 180
+        while not mine or mine[-1] == "completed":
+            if time.monotonic() > deadline:
+                mine.append("still serving")
+                break
+            chunks = 0
+            try:
+                with httpx.Client(timeout=120, trust_env=False) as client, client.stream(
+                        "POST", url, json={"model": "demo", "prompt": "item 1: the", "max_tokens": 400, "n": 8,
+                                           "ignore_eos": True, "stream": True}) as r:
+                    finished = False
+                    for line in r.iter_lines():
+                        chunks += 1
+                        streaming.set()
+                        finished = finished or '"finish_reason":"length"' in line.replace(" ", "")
+                    mine.append("completed" if finished else f"mid-stream: cut off (HTTP {r.status_code})")
+            except httpx.HTTPError as exc:
+                mine.append(("mid-stream: " if chunks else "") + type(exc).__name__)
+        streaming.set()
 
     streaming = [threading.Event() for _ in range(4)]
     for event in streaming:
-        threading.Thread(target=one, args=(event,), daemon=True).start()
+        outcomes.append([])
+        threading.Thread(target=one, args=(event, outcomes[-1]), daemon=True).start()
     return streaming
 
 
@@ -86,21 +94,24 @@ def test_killing_any_process_of_a_real_server_takes_down_its_tree(tmp_path):
                 n.startswith(WORKER_TITLE) for n in names), names
             target = server.pid if title is None else next(p.pid for p in tree if _title(p).startswith(title))
             shm = {path for p in tree for path in shm_mapped(p.pid)}
-            outcomes: list = []
-            streaming = _requests_in_flight(server.completions_url, outcomes)
+            outcomes: list[list[str]] = []
+            streaming = _load_until_it_fails(server.completions_url, outcomes)
             assert all(event.wait(timeout=60) for event in streaming), victim
             killed_at = time.monotonic()
             os.kill(target, signal.SIGKILL)
             reason = server.death(wait_s=60)
             ended_s = time.monotonic() - killed_at
             deadline = time.monotonic() + 60
-            while len(outcomes) < 4 and time.monotonic() < deadline:
+            while any(not mine or mine[-1] == "completed" for mine in outcomes) and time.monotonic() < deadline:
                 time.sleep(0.1)
             left = [(p.pid, _title(p)) for p in tree if _running(p.pid)]
             assert reason is not None and not left, (victim, reason, left)
             assert ended_s < 15, (victim, ended_s)
             assert not [path for path in shm if os.path.exists(path)], (victim, shm)
-            assert len(outcomes) == 4 and "completed" not in outcomes, (victim, outcomes)
+            last = [mine[-1] if mine else "no outcome" for mine in outcomes]
+            # every client's requests stop completing, and at least one was cut off mid-generation by the kill
+            assert all(o not in ("completed", "still serving", "no outcome") for o in last), (victim, outcomes)
+            assert any(o.startswith("mid-stream") for o in last), (victim, outcomes)
             named = "the server" if title is None else title
             # its parent may reap it before the lifeline reads its wait status: then it "is gone"
             how = (f"(pid {target}) was killed by signal 9", f"(pid {target}) is gone")
