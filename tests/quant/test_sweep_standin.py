@@ -9,6 +9,8 @@ import json
 import os
 from pathlib import Path
 
+import pytest
+
 from core.recipe import parse_recipe
 from perf.engines.cpu_isa import host_cpu_isa
 from quant.progress import Reporter
@@ -144,6 +146,7 @@ perf:
 """
 
 
+@pytest.mark.slow
 def test_a_server_dying_mid_eval_is_restarted_once_else_recorded_failed_with_its_death(
         tmp_path, standin_engine, demo_checkpoints):
     import psutil
@@ -180,6 +183,7 @@ kl_items: 0
 """
 
 
+@pytest.mark.slow
 def test_the_next_variants_are_quantized_while_one_is_measured(tmp_path, standin_engine, monkeypatch):
     """Quantized ahead (the engine runs on the CPU): the checkpoint is built in the background and recorded as
     such; the same recipe without it builds the same checkpoint in the variant's turn. (Several builds, one
