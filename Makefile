@@ -35,10 +35,12 @@ WORKERS := $(shell n=$$(nproc); echo $$(( n < 8 ? n + 1 : 8 )))
 PARALLEL := -n $(WORKERS) --dist loadfile --no-loadscope-reorder
 ENGINES := -n 2 --dist loadfile --no-loadscope-reorder
 ALONE := $(shell grep -rl --include='test_*.py' 'mark.exclusive_cpu' tests)
+# The parallel part: neither the real engine nor the timing tests.
+PARALLEL_PART := not integration and not exclusive_cpu
 BROWSER := $(firstword $(shell command -v chromium chromium-browser google-chrome 2>/dev/null))
 
 test: setup
-	$(PY) -m pytest -ra --durations=25 $(PARALLEL) -m "not integration and not exclusive_cpu"
+	$(PY) -m pytest -ra --durations=25 $(PARALLEL) -m "$(PARALLEL_PART)"
 	$(PY) -m pytest -ra --durations=25 $(ENGINES) -m "integration and not engine_alone and not exclusive_cpu"
 	$(PY) -m pytest -ra --durations=25 -m "engine_alone and not exclusive_cpu"
 	$(PY) -m pytest -ra -m exclusive_cpu $(ALONE)
@@ -52,7 +54,7 @@ test-browser:
 # The developer's loop: what `make test` runs first, less the tests marked slow (whole sweeps on stand-ins,
 # a hub's backoff), then the timing tests.
 test-fast: setup
-	$(PY) -m pytest -ra --durations=25 $(PARALLEL) -m "not integration and not exclusive_cpu and not slow"
+	$(PY) -m pytest -ra --durations=25 $(PARALLEL) -m "$(PARALLEL_PART) and not slow"
 	$(PY) -m pytest -ra -m "exclusive_cpu and not integration" $(ALONE)
 
 # Regenerate requirements/*.lock (pip-compile) after changing pyproject.toml or requirements/serve-*.txt.
