@@ -74,7 +74,6 @@ class FakeVLLM:
                 writer.write(b"".join(held))
                 held.clear()
                 await writer.drain()
-        writer.write(b"".join(held))
         usage = {"prompt_tokens": len(body["prompt"]), "completion_tokens": n, "total_tokens": len(body["prompt"]) + n}
-        writer.write(f"data: {json.dumps({'id': 'cmpl-1', 'choices': [], 'usage': usage})}\n\n".encode())
-        writer.write(b"data: [DONE]\n\n")
+        held.append(f"data: {json.dumps({'id': 'cmpl-1', 'choices': [], 'usage': usage})}\n\n".encode())
+        writer.write(b"".join(held) + b"data: [DONE]\n\n")   # one write: a burst reaches the client in one piece
