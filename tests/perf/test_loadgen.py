@@ -36,9 +36,10 @@ def test_a_stream_delivered_in_one_burst_measures_no_decode_time(fake):
     recs = asyncio.run(run_closed_loop(fake.url + "/v1/completions", "m", prompts, output_tokens=10, concurrency=1))
     assert all(r.error is None and r.chunks == 10 for r in recs)
     spans = [r.e2e_s - r.ttft_s for r in recs]
-    # streamed: nine gaps of GAP_S; a burst is parsed from one buffer, but the fake's thread shares our GIL,
-    # so the bound is one gap, not the flag's 1 ms (its threshold is tested on exact numbers below)
-    assert spans[0] >= 9 * GAP_S and spans[2] >= 9 * GAP_S
+    # streamed: nine gaps of GAP_S (bounds loose enough for a late first read); a burst is parsed from one
+    # buffer, but the fake's thread shares our GIL, so the bound is one gap, not the flag's 1 ms (its
+    # threshold is tested on exact numbers below)
+    assert spans[0] > 5 * GAP_S and spans[2] > 5 * GAP_S
     assert spans[1] < GAP_S and spans[3] < GAP_S
 
 
