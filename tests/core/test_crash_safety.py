@@ -132,15 +132,16 @@ def test_a_tied_command_and_its_children_die_with_a_sigkilled_owner(tmp_path):
     """The quantizer runs this way (streamed to quantize.log): `python -m quantize` and the worker it starts."""
     owner = _owner('run_tied_streaming([sys.executable, "-c", SERVER + "\\n"], Path(log + ".q"), grace_s=5)\n',
                    tmp_path)
-    deadline = time.monotonic() + 30
-    while not (tree := psutil.Process(owner.pid).children(recursive=True))[3:]:
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
-    segments = {m.path for p in tree for m in p.memory_maps() if m.path.startswith("/dev/shm/psm_")}
+    # Killed only once the server has printed: a kill before would break the pipe it prints to, and a server
+    # dying of that (unregistered) within a second of mapping its segment is not the case tested here.
+    *kids, segment = _server_line(tmp_path / "server.log.q")
+    tree = psutil.Process(owner.pid).children(recursive=True)
+    assert {*map(int, kids)} < {p.pid for p in tree}
+    assert segment in {m.path for p in tree for m in p.memory_maps()}
     owner.kill()
     owner.wait()
     assert _wait_gone([p.pid for p in tree]) == []
-    assert len(segments) == 1 and not os.path.exists(segments.pop())
+    assert not os.path.exists(segment), "the killed tree's shared-memory segment was left behind"
 
 
 def _cmdline(process: psutil.Process) -> list[str]:
