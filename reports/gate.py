@@ -7,7 +7,6 @@ is a GateInputError (exit 2)."""
 from __future__ import annotations
 
 import difflib
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
@@ -15,8 +14,11 @@ from pydantic import ValidationError
 
 from core.recipe import Gates
 from core.remote import RemoteError, is_url, pull_run
+from reports.gate_check import Check, GateInputError
+from reports.gate_length import length_checks
+from reports.gate_perf import perf_checks
+from reports.gate_rules import EXIT, INCONCLUSIVE, MARGIN_TOLERANCE, PASS, REGRESSION, decide
 from reports.metric_kinds import higher_is_better, is_mean_metric
-from reports.gate_rules import EXIT, INCONCLUSIVE, MARGIN_TOLERANCE, PASS, REGRESSION, Verdict, decide
 from reports.lm_eval_dir import read_lm_eval_dir, results_files
 from reports.results_file import ResultsError, read_results, validate_results
 from reports.samples import ItemFileError, ItemMismatch, ItemScores, item_scores, paired_scores, records_scores
@@ -24,38 +26,6 @@ from reports.samples import ItemFileError, ItemMismatch, ItemScores, item_scores
 __all__ = ["EXIT", "Check", "GateInputError", "compare", "load_policy", "load_side", "outcome", "pick_variant"]
 
 MEAN_TOLERANCE = 1e-6
-
-
-class GateInputError(Exception):
-    pass
-
-
-@dataclass
-class Check:
-    task: str
-    metric: str
-    baseline: float
-    candidate: float
-    drop: float          # positive is worse (baseline - candidate, or the reverse when lower is better)
-    margin: float
-    verdict: Verdict
-    comparison: dict = field(default_factory=dict)   # paired statistics, where per-item scores exist
-    evidence: str = ""   # what the figures were computed from
-    n_baseline: int | None = None
-    n_candidate: int | None = None
-    n_paired: int | None = None
-    # Where a side cannot be deployed and the user gated it anyway (--allow-undeployable): a short label for
-    # every line, and the same with the recorded reasons.
-    caveat: str = ""
-    caveat_detail: str = ""
-
-    @property
-    def partial_overlap(self) -> bool:
-        return self.n_paired is not None and not (self.n_paired == self.n_baseline == self.n_candidate)
-
-    @property
-    def passed(self) -> bool:
-        return self.verdict.outcome == PASS
 
 
 def load_side(spec: str) -> tuple[dict, str | None]:
@@ -282,9 +252,6 @@ def compare(baseline: dict, candidate: dict, policy: Gates, allow_partial_overla
             family_confidence: float | None = None) -> list[Check]:
     """Every check of the candidate against the baseline. A side recorded failed or unsupported is refused
     (GateInputError) unless allow_undeployable: then only accuracy is gated and every check says why."""
-    from reports.gate_length import length_checks
-    from reports.gate_perf import perf_checks
-
     caveat, detail = check_deployable(baseline, candidate, allow_undeployable)
     checks = []
     for task, base in baseline.get("accuracy", {}).items():

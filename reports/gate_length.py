@@ -5,7 +5,7 @@ answers shorter can keep its score on short items and still be worse to deploy."
 from __future__ import annotations
 
 from core.recipe import Gates
-from reports.gate import Check, GateInputError
+from reports.gate_check import Check, GateInputError
 from reports.gate_rules import PASS, REGRESSION, Verdict
 
 

@@ -20,7 +20,7 @@ from scipy.special import stdtrit
 from core.recipe import Gates
 from core.results import PerfPoint, VariantRecord
 from perf.metrics import reliable, samples_needed
-from reports.gate import Check, GateInputError
+from reports.gate_check import Check, GateInputError
 from reports.gate_rules import INCONCLUSIVE, PASS, REGRESSION, Verdict
 from reports.table import headline_points
 
