@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from reports.gate_rules import INCONCLUSIVE, REGRESSION, Verdict, items_to_resolve, z_for
+from reports.gate_rules import INCONCLUSIVE, REGRESSION, Verdict, item_spread, items_to_resolve
 
 METHODS = {"significant": "Holm", "non-inferiority": "Bonferroni"}
 
@@ -78,7 +78,7 @@ def holm_adjusted(p_values: list[float]) -> list[float]:
 def _downgrade(check, why: str, confidence: float) -> None:
     c = check.comparison
     low, high = -c["ci95"][1], -c["ci95"][0]
-    sd = (high - low) / (2 * z_for(c["confidence"])) * c["n"] ** 0.5
+    sd = item_spread(low, high, c["n"], c["confidence"], c.get("sd"))
     check.verdict = Verdict(INCONCLUSIVE, f"{check.verdict.reason}, but not after the family-wise correction "
                             f"({why})", items_to_resolve(sd, check.drop, confidence))
 

@@ -230,7 +230,7 @@ def accuracy_check(task: str, base: dict, cand: dict, baseline: dict, candidate:
                                      f"or pass --allow-partial-overlap to gate on the {n} shared items")
         drop, low, high = -stats["diff"], -stats["ci95"][1], -stats["ci95"][0]
         verdict = decide(policy.rule, drop, low, high, n, margin, policy.min_n, policy.confidence,
-                         stats["test"], stats["p"])
+                         stats["test"], stats["p"], stats.get("sd"))
         return Check(task, base["metric"], stats["baseline_mean"], stats["candidate_mean"], drop, margin, verdict,
                      stats, evidence, nb, nc, n)
     if policy.rule != "point":

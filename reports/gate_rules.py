@@ -5,9 +5,11 @@ drop = baseline - candidate (positive is worse); [low, high] is its confidence i
 - significant: a regression only when the drop is statistically significant *and* beyond the margin.
 - non-inferiority: a pass only when the interval's upper end is within the margin.
 When the data cannot decide, the verdict is "inconclusive" with roughly how many items would decide it.
-"Significant" means the interval excludes 0, and the interval is the one the named test inverts (exact
-McNemar for 0/1 items, paired t for graded ones, paired cluster bootstrap for grouped ones), so a verdict
-never calls a drop significant beside p >= 1 - confidence.
+"Significant" means the interval excludes 0, and the interval excludes 0 exactly when the named test's p <
+1 - confidence (exact McNemar for 0/1 items, paired t for graded ones, the paired cluster test for grouped
+ones), so a verdict never calls a drop significant beside a larger p. A margin decision compares an end of the
+interval with the margin, which is the interval's own test at the margin (for 0/1 items Tango's score test:
+evals/paired_binary.py), so the printed interval and the verdict never disagree.
 """
 
 from __future__ import annotations
@@ -55,12 +57,21 @@ def _evidence(test: str | None, p: float | None, low: float, high: float) -> str
     return ", ".join(shown + [f"CI {low:+.3f}..{high:+.3f}"])
 
 
+def item_spread(low: float, high: float, n: int, confidence: float, sd: float | None = None) -> float:
+    """The spread of one item's difference: `sd` where the comparison measured it, else the one a normal
+    interval [low, high] on n items would have."""
+    if sd is not None:
+        return sd
+    return (high - low) / (2 * z_for(confidence)) * math.sqrt(n) if n else math.inf
+
+
 def decide(rule: str, drop: float, low: float, high: float, n: int, margin: float, min_n: int,
-           confidence: float, test: str | None = None, p: float | None = None) -> Verdict:
-    """`test` and `p`: the test whose inversion [low, high] is (named in the reason)."""
+           confidence: float, test: str | None = None, p: float | None = None, sd: float | None = None) -> Verdict:
+    """`test` and `p`: the test about 0 (named in the reason); `sd`: the spread of one item's difference
+    (paired_difference's), which sizes the items that would decide an inconclusive check."""
     if not all(math.isfinite(x) for x in (drop, low, high, margin)):
         return Verdict(INCONCLUSIVE, f"not a finite comparison (drop {drop}, CI {low}..{high}): cannot decide")
-    sd = (high - low) / (2 * z_for(confidence)) * math.sqrt(n) if n else math.inf
+    sd = item_spread(low, high, n, confidence, sd)
     if n < min_n:
         return Verdict(INCONCLUSIVE, f"only {n} paired items (min_n {min_n})", min_n)
     if rule == "point":

@@ -82,14 +82,14 @@ def test_grouped_items_are_resampled_as_groups(tmp_path):
                                 for i, s in enumerate(grouped(groups))))
     code, out = quant("gate", "--baseline", str(run), "--candidate", f"{run}:q", "--rule", "significant")
     assert code == 3, out
-    assert "paired cluster bootstrap" in out and "not significant" in out
+    assert "paired cluster t" in out and "not significant" in out
 
 
 def test_paired_cluster_interval_is_wider_and_flat_one_is_not():
     base, cand = grouped([1.0] * 15 + [0.0] * 10), grouped([0.0] * 3 + [1.0] * 13 + [0.0] * 9)
     groups = [i // 10 for i in range(250)]
     flat, clustered = paired_difference(base, cand), paired_difference(base, cand, groups)
-    assert flat["test"] == "exact McNemar" and clustered["test"] == "paired cluster bootstrap"
+    assert flat["test"] == "exact McNemar" and clustered["test"] == "paired cluster t"
     assert clustered["groups"] == 25 and flat["ci95"][1] < 0 < clustered["ci95"][1]
 
 

@@ -92,18 +92,18 @@ def test_non_inferiority_regressions_are_called_on_the_bonferroni_interval():
 
 
 def test_non_inferiority_calls_a_regression_on_the_bonferroni_interval(tmp_path):
-    """15 of 200 items lost: the 95% lower bound (+0.024) is beyond the 0.02 margin, the 97.5% one (+0.019),
+    """9 of 200 items lost: the 95% lower bound (+0.024) is beyond the 0.02 margin, the 97.5% one (+0.019),
     which two tasks call for, is not."""
-    scores = {"bf16": (BASE, BASE), "lose15": (_lose(15), BASE)}
+    scores = {"bf16": (BASE, BASE), "lose9": (_lose(9), BASE)}
     run = write_run(tmp_path / "run", {n: variant({"math": sum(m) / 200, "code": sum(c) / 200})
                                        for n, (m, c) in scores.items()})
     for name, (math, code) in scores.items():
         write_items(run, name, "math", math)
         write_items(run, name, "code", code)
     alone = _policy(tmp_path, "rule: non-inferiority\nmax_drop: 0.02\ncorrection: none\n")
-    code, out = quant("gate", "--baseline", str(run), "--candidate", f"{run}:lose15", "--policy", alone)
+    code, out = quant("gate", "--baseline", str(run), "--candidate", f"{run}:lose9", "--policy", alone)
     assert code == 1 and "lower bound +0.024 > margin 0.020" in out, out
-    code, out = quant("gate", "--baseline", str(run), "--candidate", f"{run}:lose15", "--rule", "non-inferiority")
+    code, out = quant("gate", "--baseline", str(run), "--candidate", f"{run}:lose9", "--rule", "non-inferiority")
     assert code == 3, out
     assert "family-wise alpha 0.05, Bonferroni" in out
     assert "lower bound +0.019 <= margin 0.020 at confidence 0.975 over 2 checks" in out
