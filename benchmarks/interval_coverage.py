@@ -144,11 +144,12 @@ def binary_section(full: bool, sims: int, rng) -> list[str]:
                                                                      (cov[m] for m in names)))
     lines += ["", f"over the grid (n {GRID_N[0]}..{GRID_N[-1]}, flips {GRID_FLIPS[0]:.0%}..{GRID_FLIPS[-1]:.0%}, "
               f"lost share {GRID_LOST_SHARE}; {len(grid)} cells + the {len(ISSUE_CELLS)} above):",
-              f"{'interval':<24}{'min cov':>8}{'max cov':>8}{'below':>7}{'above':>7}{'mean width':>11}"]
+              f"{'interval':<24}{'min cov':>8}{'max cov':>8}{'below':>7}{'within':>7}{'above':>7}{'mean width':>11}"]
     for m in names:
         covs = np.array([c for (c, _), _ in summary[m]])
         widths = np.array([w for (_, w), _ in summary[m]])
-        lines.append(f"{m:<24}{covs.min():>8.3f}{covs.max():>8.3f}{int((covs < TARGET[0]).sum()):>7}"
+        within = int(((covs >= TARGET[0]) & (covs <= TARGET[1])).sum())
+        lines.append(f"{m:<24}{covs.min():>8.3f}{covs.max():>8.3f}{int((covs < TARGET[0]).sum()):>7}{within:>7}"
                      f"{int((covs > TARGET[1]).sum()):>7}{widths.mean():>11.4f}")
     gate = "gate (Tango + exact 0)"
     off = [(c, cell) for (c, _), cell in summary[gate] if not TARGET[0] <= c <= TARGET[1]]

@@ -30,8 +30,8 @@ def percent(x: float | None) -> str:
 
 
 def paired_cell(r) -> str:
-    """Δ against the baseline on the same items: paired 95% CI, items worse/better, and the p of the test the
-    interval inverts (exact McNemar for 0/1 items, paired t for graded ones, cluster bootstrap for groups)."""
+    """Δ against the baseline on the same items: paired 95% CI, items worse/better, and the p of the test about 0
+    (exact McNemar for 0/1 items, paired t for graded ones, a cluster t for groups)."""
     if not r.paired:
         return "-"
     p = r.paired
@@ -73,8 +73,8 @@ GATE_ICON = {"pass": "✅", "regression": "❌", "inconclusive": "⚠️", "cann
 def legend(results: Results) -> str:
     return (f"★ = Pareto-optimal over accuracy, output tokens/s, E2E p99 latency and size. 95% CIs in brackets; "
             "*paired* = the difference to the baseline on the same items (95% CI), items lost/gained, "
-            "p of the test the interval inverts (exact McNemar for 0/1 scores, paired t for graded ones, "
-            "cluster bootstrap for grouped items); *KL*: mean KL divergence (nats/token) of next-token "
+            "p of the test of no difference (exact McNemar for 0/1 scores, paired t for graded ones, "
+            "a cluster t for grouped items); *KL*: mean KL divergence (nats/token) of next-token "
             "distributions from the baseline's on its own answers; *top-1 agree*: how often both put the same "
             "token first there. *recovery*: the variant's score over the baseline's (the baseline's over the "
             "variant's where lower is better); *length ratio*: mean tokens of its generated answers over the "
