@@ -110,7 +110,7 @@ def _t_interval(d: np.ndarray, confidence: float) -> tuple[float, float, float |
 def _cluster_interval(d: np.ndarray, groups: list, confidence: float) -> tuple[float, float, float, float]:
     """Cluster-robust t interval of the mean difference: the spread of the groups' sums around the mean
     (times G / (G - 1)) and Student's t with G - 1 degrees of freedom. A percentile bootstrap of the groups
-    covers 80% instead of 95% with 5 groups, 88% with 10 (benchmarks/interval_coverage.py); this keeps 93-96%.
+    covers 76-81% instead of 95% with 5 groups, 86-88% with 10 (benchmarks/interval_coverage.py); this 92-96%.
     Returns (low, high, p of the t test about 0, the standard error)."""
     sums, sizes = _group_sums(d, groups)
     g, total = sums.size, sizes.sum()
