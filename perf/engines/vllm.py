@@ -282,8 +282,10 @@ class VLLMServer:
             time.sleep(0.1)
         text = log_since(self.log_path, self._log_start)
         notes = [ln.split("lifeline: ", 1)[1] for ln in text.splitlines() if ln.startswith("lifeline: ")]
+        code = self._proc.returncode
         what = notes[-1].removesuffix("; stopping the rest of its process tree") if notes else (
-            f"the server exited with code {self._proc.returncode}")
+            f"the launcher (pid {self._proc.pid}) was killed by signal {-code}" if code < 0   # it says nothing then
+            else f"the server exited with code {code}")
         return f"{what}; last lines of {self.log_path.name}: " + " | ".join(last_lines(text))
 
     def _healthy(self) -> bool:
