@@ -18,13 +18,16 @@ from perf.engines.lifeline import ORPHAN_SWEEP_S, REARGUARD_TITLE, end_orphans, 
 
 class EngineStartError(RuntimeError):
     """The engine did not come up; `reason` is the engine's own error line when one could be found.
-    `timed_out`: it was still starting when its time was up (not the engine's refusal)."""
+    `timed_out`: it was still starting when its time was up (not the engine's refusal). `blames`: whom the
+    engine's output blames, "recipe" or "checkpoint" (perf/engines/start_failure.py), None: neither."""
 
-    def __init__(self, reason: str, log_path: Path | None = None, timed_out: bool = False):
+    def __init__(self, reason: str, log_path: Path | None = None, timed_out: bool = False,
+                 blames: str | None = None):
         super().__init__(reason if log_path is None else f"{reason} (log: {log_path})")
         self.reason = reason
         self.log_path = log_path
         self.timed_out = timed_out
+        self.blames = blames
 
 
 class EngineDiedError(RuntimeError):
@@ -303,7 +306,12 @@ def error_reason(log_text: str) -> str | None:
     return generic[-1] if generic else None
 
 
+_VALIDATION = re.compile(r"validation errors? for \w+$")   # pydantic's: the message is on the next line
+
+
 def _continuation(lines: list[str], i: int, prefix: str, limit: int = 6) -> str:
+    if _VALIDATION.search(lines[i]) and i + 1 < len(lines) and lines[i + 1][:1].isspace():
+        return ": " + re.sub(r"\s*\[type=.*$", "", lines[i + 1]).strip()
     if not lines[i].endswith(":"):
         return ""
     more = []
@@ -343,14 +351,3 @@ def last_lines(text: str, count: int = 6, width: int = 200) -> list[str]:
     """The last `count` non-blank lines of text, each cut to `width` characters."""
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     return [ln if len(ln) <= width else ln[:width] + "…" for ln in lines[-count:]]
-
-
-def log_tail(log_path: Path, max_bytes: int = 256_000) -> str:
-    try:
-        with open(log_path, "rb") as f:
-            f.seek(0, os.SEEK_END)
-            f.seek(max(0, f.tell() - max_bytes))
-            return f.read().decode("utf-8", "replace")
-    except FileNotFoundError:
-        return ""
-
