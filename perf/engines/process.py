@@ -258,7 +258,7 @@ def stop_group(proc: subprocess.Popen, grace_s: float = 15.0) -> None:
         proc.wait(timeout=5)
     except subprocess.TimeoutExpired:
         pass
-    tree = getattr(proc, "tree", None)
+    tree = proc.tree if isinstance(proc, Tied) else None
     if tree is not None:
         _, shm = end_orphans(tree.group, tree.session)
         remove_unmapped(shm)
