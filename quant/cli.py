@@ -105,12 +105,13 @@ def _with_execution(recipe, args):
 
 
 def _sweep_exit(results: dict, only: list[str] | None, allow_failed: bool) -> int:
-    """Exit 1 when a variant failed, unless --allow-failed; the summary names each variant not ok, with its reason."""
+    """Exit 1 when a variant failed (unless --allow-failed), or when the baseline or every variant could not be
+    served; the summary says which, and names each variant not ok, with its reason."""
     from reports.sweep_output import sweep_summary
 
     lines, failed = sweep_summary(results, only, allow_failed)
     print("\n".join(lines), file=sys.stderr)
-    return exit_codes.FAILED if failed and not allow_failed else exit_codes.OK
+    return exit_codes.FAILED if failed else exit_codes.OK
 
 
 def cmd_validate(args) -> int:

@@ -24,9 +24,12 @@ INTERRUPTS = "  130  interrupted (Ctrl-C), 143 terminated (SIGTERM)"
 
 EXIT_CODES = {
     "sweep": ["  0    every variant ok, or declared unsupported by the engine (recorded, scored in-process)",
-              "  1    a variant failed: crash, quantization or measurement error (--allow-failed: 0); or the disk "
-              "filled up\n       (one line; free space and re-run: finished stages are cached)",
-              "  2    bad input, found before any work: every recipe problem listed, one line each",
+              "  1    a variant failed: crash, quantization or measurement error (--allow-failed: 0); the "
+              "baseline could not\n       be served, or no variant could (the gate and choose would have nothing "
+              "to stand on); or the disk\n       filled up (one line; free space and re-run: finished stages are "
+              "cached)",
+              "  2    bad input, found before any work: every recipe problem listed, one line each; or the engine "
+              "refused to\n       start with the recipe's engine arguments or environment (its message, one line)",
               "  130  interrupted (Ctrl-C), 143 terminated (SIGTERM): servers stopped, finished stages cached; "
               "re-run to continue"],
     "validate": ["  0    ok: the recipe, its files and the engine's flags pass every check (warnings aside)",

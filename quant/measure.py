@@ -17,6 +17,7 @@ from core.store import write_jsonl
 from perf.engines import ENGINES, EngineDiedError, EngineStartError
 from perf.engines.known_unsupported import known_refusal
 from perf.engines.process import DEATH_WAIT_S
+from perf.engines.start_failure import CHECKPOINT, RECIPE
 from quant.context import Checkpoint, Session, StageError, SweepContext
 from quant.eval_stage import EvalStage
 from quant.kl_stage import KlStage
@@ -38,17 +39,24 @@ class Stage(Protocol):
 
 
 def measure_variant(ctx: SweepContext, variant: Variant, checkpoint: Checkpoint, record: dict) -> None:
-    """Accuracy (and KL) per task and perf per workload into `record`; served, else in-process."""
+    """Accuracy (and KL) per task and perf per workload into `record`; served, else in-process where the engine
+    refuses the checkpoint. An engine that does not start for another reason fails the variant; where its output
+    blames the recipe's engine arguments or environment, the record says so (`engine_refused_recipe`) and the
+    sweep ends on it (exit 2)."""
     reason = _refusal(ctx, variant, checkpoint, log=ctx.reporter.log)
     if reason is None:
         try:
-            reason = _measure_served_restarting(ctx, variant, checkpoint, record)
+            refused = _measure_served_restarting(ctx, variant, checkpoint, record)
         except EngineDiedError as exc:
             record.update(status="failed", reason=f"{exc} (after one restart)")
             return
-        if reason:
+        if refused and refused.blames != CHECKPOINT:
+            _start_failed(record, refused)
+            return
+        if refused:
+            reason = refused.reason
             ctx.cache.save_json(STAGE_SERVE_FAILURES, _serve_failure_key(ctx, variant, checkpoint),
-                                {"reason": reason})
+                                {"reason": reason, "blames": CHECKPOINT})
     if reason:
         record.update(status="unsupported", reason=f"engine: {reason}", served=False, eval_backend="inprocess")
         ctx.reporter.log("  measuring accuracy in-process (transformers) instead; no perf numbers")
@@ -60,6 +68,14 @@ def measure_variant(ctx: SweepContext, variant: Variant, checkpoint: Checkpoint,
         record.update(served=True, eval_backend="served")
     write_jsonl(ctx.variant_dir(variant.name) / "accuracy.jsonl",
                 [{"task": t, **a} for t, a in record["accuracy"].items()])
+
+
+def _start_failed(record: dict, refused: EngineStartError) -> None:
+    if refused.blames == RECIPE:
+        record.update(status="failed", engine_refused_recipe=True,
+                      reason=f"the engine refused to start with the recipe's engine arguments or environment: {refused}")
+    else:
+        record.update(status="failed", reason=f"the engine did not start: {refused}")
 
 
 def _serve_failure_key(ctx: SweepContext, variant: Variant, checkpoint: Checkpoint) -> str:
@@ -122,7 +138,7 @@ def _run_stages(stages: list[Stage], session: Callable[[], AbstractContextManage
 
 
 def _measure_served_restarting(ctx: SweepContext, variant: Variant, checkpoint: Checkpoint,
-                               record: dict) -> str | None:
+                               record: dict) -> EngineStartError | None:
     """_measure_served, once more on a fresh server when the first died while serving (what finished before is
     cached and not redone); a second death is raised. Each death is kept in the record's engine_deaths."""
     try:
@@ -137,9 +153,10 @@ def _measure_served_restarting(ctx: SweepContext, variant: Variant, checkpoint: 
         raise
 
 
-def _measure_served(ctx: SweepContext, variant: Variant, checkpoint: Checkpoint, record: dict) -> str | None:
-    """Returns the engine's reason if it cannot serve the variant; EngineDiedError if the server died while
-    serving (the stage it was running is not cached)."""
+def _measure_served(ctx: SweepContext, variant: Variant, checkpoint: Checkpoint,
+                    record: dict) -> EngineStartError | None:
+    """Returns why the engine did not start, if it did not; EngineDiedError if the server died while serving (the
+    stage it was running is not cached)."""
     engine_args, evals, perf = _served_stages(ctx, variant, checkpoint)
     stages = [evals, KlStage(ctx, variant, evals.keys), perf]
     engine = _engine(ctx, variant, checkpoint, engine_args)
@@ -177,7 +194,7 @@ def _measure_served(ctx: SweepContext, variant: Variant, checkpoint: Checkpoint,
         if not _run_stages(stages, served, record):
             ctx.reporter.log("  evals and perf: cached")
     except EngineStartError as exc:
-        return exc.reason
+        return exc
     record["serve_command"] = engine.deploy_command   # the same whether this run started a server or not
     return None
 

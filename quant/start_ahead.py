@@ -5,8 +5,9 @@ Like quant/ahead.py, only where the engine runs on the CPU (an accelerator holds
 and never beside a perf stage: a perf stage first waits for a start in progress to finish and lets none begin
 (a ready server waits idle). The next variant's server is started only when its checkpoint is built (or being
 built ahead: then once it is), the engine is not known to refuse it and some of its evals or perf are not cached:
-a cached re-run starts nothing. The engine's refusal to start it is handed to the variant's turn as its own
-start would have raised it; a server that failed otherwise or died is forgotten, and the turn starts its own."""
+a cached re-run starts nothing. The engine's refusal to start it (of its checkpoint, or of the recipe's engine
+arguments or environment) is handed to the variant's turn as its own start would have raised it; a server that
+failed otherwise or died is forgotten, and the turn starts its own."""
 
 from __future__ import annotations
 
@@ -110,9 +111,10 @@ class StartAhead:
         try:
             server.start()
             state = "ready"
-        except EngineStartError as exc:   # the engine refused the variant: its turn's answer. A start that timed
-            # out beside the evals, sharing the CPU, may yet succeed alone: the turn tries again
-            entry.refusal, state = (None if exc.timed_out else exc), "gone"
+        except EngineStartError as exc:   # the engine refused the variant or the recipe: its turn's answer. A
+            # start that timed out or failed otherwise beside the evals, sharing the CPU and the memory with the
+            # server in use, may yet succeed alone: the turn tries again
+            entry.refusal, state = (exc if exc.blames else None), "gone"
         except BaseException as exc:   # noqa: BLE001 - the turn starts its own server and reports its failure
             if not self._closing:
                 reporter.log(f"  server started ahead failed ({type(exc).__name__}); its turn starts one")

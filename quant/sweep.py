@@ -10,6 +10,7 @@ import datetime as dt
 import json
 import logging
 import shutil
+from contextlib import closing
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -22,7 +23,7 @@ from core.run_layout import RunLayout
 from core.store import Cache, read_json, remove_leftovers, write_json
 from evals import sandbox
 from evals.registry import check_code_isolation
-from perf.engines.process import engine_warnings, log_since
+from perf.engines.process import EngineStartError, engine_warnings, log_since
 from perf.engines.vllm import resolve_engine_python
 from quant.context import StageError, SweepContext, new_record
 from quant.executors import run_variants
@@ -64,21 +65,31 @@ def run_sweep(recipe: Recipe, out: Location | str | Path, recipe_path: Path | No
         results = _load_previous(out, recipe)
         _note_sources(ctx, results, code_tasks)
         chosen = [v for v in recipe.variants if not only or v.name in only]
-        for variant, record in run_variants(ctx, chosen, recipe.execution, run_one=run_variant):
-            results["variants"][variant.name] = record
-            if ctx.out_remote and record.get("ran_on", {}).get("executor") != "local":
-                # what the variant's worker (maybe another node) published: per-item files, perf records, server log
-                ctx.out_remote.download_dir(f"variants/{variant.name}", ctx.variant_dir(variant.name))
-            if variant.baseline:
-                results["baseline_zero_tasks"] = warn_zero_baseline(record, reporter)
-            _publish(ctx, _save(out, results))
-            ok = record["status"] == "ok"
-            reporter.log(f"{variant.name}: {record['status']}" + ("" if ok else f" — {record['reason']}"),
-                         style=None if ok else "yellow")
+        with closing(run_variants(ctx, chosen, recipe.execution, run_one=run_variant)) as ran:
+            for variant, record in ran:
+                _take(ctx, out, results, variant, record)
         results["finished"] = _now()
         _publish(ctx, _save(out, results))
         _report(ctx, results)
     return results
+
+
+def _take(ctx: SweepContext, out: Path, results: dict, variant: Variant, record: dict) -> None:
+    """A finished variant's record into the results (saved and published). EngineStartError where the engine
+    refused to start with the recipe's engine arguments or environment: every later variant would meet the same."""
+    reporter = ctx.reporter
+    results["variants"][variant.name] = record
+    if ctx.out_remote and record.get("ran_on", {}).get("executor") != "local":
+        # what the variant's worker (maybe another node) published: per-item files, perf records, server log
+        ctx.out_remote.download_dir(f"variants/{variant.name}", ctx.variant_dir(variant.name))
+    if variant.baseline:
+        results["baseline_zero_tasks"] = warn_zero_baseline(record, reporter)
+    _publish(ctx, _save(out, results))
+    ok = record["status"] == "ok"
+    if record.get("engine_refused_recipe"):
+        raise EngineStartError(f"variant {variant.name}: {record['reason']}")
+    reporter.log(f"{variant.name}: {record['status']}" + ("" if ok else f" — {record['reason']}"),
+                 style=None if ok else "yellow")
 
 
 def _check(recipe: Recipe, recipe_path: Path | None, reporter: Reporter, only: list[str] | None) -> dict[str, str]:

@@ -131,6 +131,14 @@ def serve(argv: list[str]) -> None:
     if starts:   # tests count starts: a cached stage starts no engine
         with open(starts, "a") as f:
             f.write(args.served_model_name + "\n")
+    if "badflag" in args.served_model_name:   # as vLLM's parser refuses a value of the recipe's
+        print("usage: api_server.py [-h] [--max-model-len MAX_MODEL_LEN]\napi_server.py: error: argument "
+              "--max-model-len: invalid human_readable_int_or_auto value: 'x'", file=sys.stderr, flush=True)
+        sys.exit(2)
+    if "crashes" in args.served_model_name:   # neither the recipe's fault nor the checkpoint's
+        print("RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}",
+              flush=True)
+        sys.exit(1)
     if "refused" in args.served_model_name:
         print("(Worker pid=7) ERROR [multiproc_executor.py:953] ValueError: Failed to find a kernel that can "
               "implement the WNA16 linear layer. Reasons: stand-in refusal", flush=True)

@@ -8,12 +8,15 @@ cleanup code having to run:
   that started it exits);
 - it is a child subreaper, so descendants whose own parent died stay in its tree instead of moving to
   init, and it kills every one of them;
-- the command itself gets PR_SET_PDEATHSIG=SIGKILL tied to this launcher, which is single-threaded, in
-  case the launcher itself is SIGKILLed; its descendants would then move to init (a supervisor such as
-  Ray's SIGKILLs the processes it started, this launcher among them), so a rearguard process, forked first
-  and outside the tree, waits on a pipe from the launcher and, if the launcher ends without saying its tree
-  is gone, SIGKILLs every process whose environment carries the tree's mark (QUANT_LIFELINE_TREE) and
-  removes the /dev/shm segments the launcher had noted;
+- the command gets PR_SET_PDEATHSIG=SIGKILL tied to this single-threaded launcher and leads a process group
+  of its own, which its descendants inherit. If the launcher itself is SIGKILLed (a supervisor such as Ray
+  kills the processes it started), the command dies with it but vLLM's engine core and workers, which set
+  no death signal, move to init and live on; a rearguard process, forked first and outside that group,
+  waits on a pipe from the launcher and, if the launcher ends without saying its tree is gone, SIGKILLs
+  the group and every process the launcher had noted (pid and start time: one that left the group), with
+  their descendants, and removes their /dev/shm segments. Process groups, not a process's environment:
+  vLLM retitles its processes (setproctitle), which overwrites what /proc/<pid>/environ shows; and not a
+  cgroup per server, which needs a writable cgroup tree;
 - it notes the /dev/shm segments its tree maps and, once the tree is gone, removes those no live
   process maps (a SIGKILLed vLLM leaves its psm_* segments behind);
 - a tree is one server: when any of its vital processes dies (the command itself, or a descendant whose
@@ -21,8 +24,9 @@ cleanup code having to run:
   VLLM::Worker), the rest of the tree is of no use and would hold its memory: it gets SIGTERM, a short
   grace, then SIGKILL, and the launcher says in the command's output which process died and how.
 SIGTERM/SIGHUP are passed to every process of the tree, which then gets GRACE_S seconds before SIGKILL
-(none once the parent is gone); SIGINT is ignored (Ctrl-C reaches the tree through the terminal's process
-group). The launcher exits as the command did. Stdlib only, started with -I -S: about 10 MB resident.
+(none once the parent is gone); SIGINT is ignored (the command's group is not the terminal's: whoever
+started the launcher stops it). The launcher exits as the command did. Stdlib only, started with -I -S:
+about 10 MB resident.
 """
 
 from __future__ import annotations
@@ -39,8 +43,7 @@ SHM_SCAN_EVERY = 10   # polls between two notes of the tree's /dev/shm mappings
 SHM_DIR = "/dev/shm/"
 DEATH_GRACE_S = 2.0   # after a vital process died: time for the rest to log what it saw, then SIGKILL
 REARGUARD_TITLE = "quant-rearguard"   # its process title (comm): not the command, not of the tree
-TREE_MARK = "QUANT_LIFELINE_TREE"   # in the command's environment, so every descendant of it inherits it
-ORPHAN_SWEEP_S = 10.0   # how long the rearguard keeps killing marked processes (some may still be forking)
+ORPHAN_SWEEP_S = 10.0   # how long the rearguard keeps killing the orphans of its tree (some may still be forking)
 
 
 def lifeline_argv(grace_s: float = 15.0, parent_pid: int | None = None, vital: tuple[str, ...] = ()) -> list[str]:
@@ -116,13 +119,20 @@ def process_title(pid: int) -> str:
         return ""
 
 
+def _stat(pid: int) -> list[str] | None:
+    """The fields of /proc/<pid>/stat after the process title: [state, ppid, pgrp, session, ...]."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
 def _ended(pid: int) -> str | None:
     """How a process ended ("was killed by signal 9", "exited with status 1", "is gone"); None while it runs.
     A zombie's wait status is the last field of its /proc/<pid>/stat (Linux >= 3.5)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
+    fields = _stat(pid)
+    if not fields:
         return "is gone"
     if fields[0] not in "ZX":
         return None
@@ -159,41 +169,70 @@ def _set_title(title: str) -> str:
     return old
 
 
-def marked(mark: str) -> list[int]:
-    """Processes whose environment (as exec'd) holds TREE_MARK=mark."""
-    needle = f"{TREE_MARK}={mark}\0".encode()
+def start_time(pid: int) -> str | None:
+    """When the process started (clock ticks after boot): with the pid, names one process for good."""
+    fields = _stat(pid)
+    return fields[19] if fields and len(fields) > 19 else None
+
+
+def group_members(pgid: int, sid: int) -> list[int]:
+    """The running (not zombie) processes of process group pgid in session sid (a group's number is not reused
+    while it has members; the session makes sure it is still this tree's)."""
     found = []
     for entry in os.listdir("/proc"):
         if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/environ", "rb") as f:
-                    if needle in f.read() + b"\0":
-                        found.append(int(entry))
-            except OSError:
-                pass
+            fields = _stat(int(entry))
+            if fields and fields[2:4] == [str(pgid), str(sid)] and fields[0] not in "ZX":
+                found.append(int(entry))
     return found
 
 
-def rearguard(notes: int, mark: str) -> None:
-    """Read the launcher's notes (a /dev/shm path per line, then "done" once its tree is gone) until the pipe
-    closes; if it closed without "done", the launcher was killed: end its marked orphans and their segments."""
-    shm, done, rest = set(), False, b""
+def end_orphans(group: int | None, sid: int, noted: dict[int, str] | None = None,
+                timeout_s: float = ORPHAN_SWEEP_S) -> tuple[set[int], set[str]]:
+    """SIGKILL what is left of a tree whose launcher is gone: the processes of its process group `group` (in
+    session `sid`), those of `noted` (pid -> start time) still running, and the descendants of all of them,
+    until none is left (a dying process may still have forked) or timeout_s has passed; then wait for them to
+    end (their shared memory is unmapped with them). Returns the pids ended and the /dev/shm segments they
+    mapped."""
+    deadline, me, ended, shm = time.monotonic() + timeout_s, os.getpid(), set(), set()
+    while time.monotonic() < deadline:
+        found = set(group_members(group, sid)) if group else set()
+        found |= {p for p, started in (noted or {}).items() if start_time(p) == started and _ended(p) is None}
+        for p in list(found):
+            found |= set(descendants(p))
+        found.discard(me)
+        if not found:
+            break
+        for p in found:
+            shm |= shm_mapped(p)
+        _signal_all(sorted(found), signal.SIGKILL)
+        ended |= found
+        time.sleep(0.05)
+    while any(_ended(p) is None for p in ended) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return ended, shm
+
+
+def rearguard(notes: int) -> None:
+    """Read the launcher's notes until the pipe closes: "group <pgid>" (the command's process group), "pid <pid>
+    <start time>" per process of the tree, a /dev/shm path per segment it mapped, and "done" once the tree is
+    gone. If the pipe closed without "done", the launcher was killed: end its orphans and remove their segments."""
+    shm, noted, group, done, rest = set(), {}, None, False, b""
     while chunk := os.read(notes, 65536):
         *lines, rest = (rest + chunk).split(b"\n")
         for line in lines:
-            done = done or line == b"done"
-            if line.startswith(SHM_DIR.encode()):
+            words = line.decode(errors="replace").split(" ")
+            done = done or words == ["done"]
+            if words[0] == "group" and len(words) == 2:
+                group = int(words[1])
+            elif words[0] == "pid" and len(words) == 3:
+                noted[int(words[1])] = words[2]
+            elif line.startswith(SHM_DIR.encode()):
                 shm.add(line.decode(errors="replace"))
     if done:
         return
-    deadline, me, ended = time.monotonic() + ORPHAN_SWEEP_S, os.getpid(), set()
-    while (left := [p for p in marked(mark) if p != me]) and time.monotonic() < deadline:
-        _signal_all(left, signal.SIGKILL)
-        ended |= set(left)
-        time.sleep(0.05)
-    while any(_ended(p) is None for p in ended) and time.monotonic() < deadline:   # their maps go with them
-        time.sleep(0.05)
-    remove_unmapped(shm)
+    ended, mapped = end_orphans(group, os.getsid(0), noted)   # the launcher's session
+    remove_unmapped(shm | mapped)
     if ended:
         _say(f"the launcher was killed; ended {len(ended)} orphaned process(es) of its tree")
 
@@ -206,7 +245,7 @@ class Watchdog:
         self.status: int | None = None   # the command's wait status
         self.stop_requested = False
         self.shm: set[str] = set()
-        self.mark = f"{self.me}:{os.urandom(8).hex()}"
+        self.noted: set[int] = set()   # the tree's processes the rearguard knows of
         self.rearguard, self.notes = self._start_rearguard()
 
     def _start_rearguard(self) -> tuple[int, int]:
@@ -218,7 +257,8 @@ class Watchdog:
                 os.close(write_end)
                 for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
                     signal.signal(sig, signal.SIG_IGN)
-                rearguard(read_end, self.mark)
+                os.setpgid(0, 0)   # out of the launcher's group: whoever kills that group leaves it its work
+                rearguard(read_end)
             finally:
                 os._exit(0)
         _set_title(title)
@@ -241,13 +281,18 @@ class Watchdog:
                 _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
                 if os.getppid() != self.me:   # the launcher died before the line above
                     os._exit(1)
+                os.setpgid(0, 0)   # the tree's process group (its descendants inherit it)
                 for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
                     signal.signal(sig, signal.SIG_DFL)
-                os.environ[TREE_MARK] = self.mark
                 os.execvp(self.argv[0], self.argv)
             except BaseException as exc:   # noqa: BLE001 - the child must never return into the watchdog
                 os.write(2, f"lifeline: cannot run {self.argv[0]}: {exc}\n".encode())
             os._exit(127)
+        try:
+            os.setpgid(pid, pid)   # also here: whichever of the two runs first, the group exists from now on
+        except OSError:   # the child has exec'd (and so set it) or is gone
+            pass
+        self._note(f"group {pid}")
         return pid
 
     def _reap(self, child: int) -> None:
@@ -264,6 +309,9 @@ class Watchdog:
     def _note_tree(self) -> None:
         """The tree's /dev/shm segments and its vital processes, as they are now."""
         for p in self._tree():
+            if p not in self.noted and (started := start_time(p)):
+                self._note(f"pid {p} {started}")
+                self.noted.add(p)
             new = {path for path in shm_mapped(p) if path.startswith(SHM_DIR)} - self.shm
             for path in new:
                 self._note(path)

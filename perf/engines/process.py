@@ -7,22 +7,27 @@ import re
 import signal
 import socket
 import subprocess
+import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
 
-from perf.engines.lifeline import REARGUARD_TITLE, lifeline_argv
+from perf.engines.lifeline import ORPHAN_SWEEP_S, REARGUARD_TITLE, end_orphans, lifeline_argv, remove_unmapped
 
 
 class EngineStartError(RuntimeError):
     """The engine did not come up; `reason` is the engine's own error line when one could be found.
-    `timed_out`: it was still starting when its time was up (not the engine's refusal)."""
+    `timed_out`: it was still starting when its time was up (not the engine's refusal). `blames`: whom the
+    engine's output blames, "recipe" or "checkpoint" (perf/engines/start_failure.py), None: neither."""
 
-    def __init__(self, reason: str, log_path: Path | None = None, timed_out: bool = False):
+    def __init__(self, reason: str, log_path: Path | None = None, timed_out: bool = False,
+                 blames: str | None = None):
         super().__init__(reason if log_path is None else f"{reason} (log: {log_path})")
         self.reason = reason
         self.log_path = log_path
         self.timed_out = timed_out
+        self.blames = blames
 
 
 class EngineDiedError(RuntimeError):
@@ -41,15 +46,51 @@ def free_port(host: str = "127.0.0.1") -> int:
         return s.getsockname()[1]
 
 
+@dataclass(frozen=True)
+class Tree:
+    """What a lifeline started: `group` is the command's pid and the process group its descendants stay in;
+    `rearguard` the process that ends them if the lifeline itself is killed (perf/engines/lifeline.py)."""
+    group: int
+    session: int
+    rearguard: psutil.Process
+
+
+class Tied(subprocess.Popen):
+    """A lifeline started by spawn(); `tree` once its command and rearguard run (None if it exited first)."""
+    tree: Tree | None = None
+
+
 def spawn(argv: list[str], env: dict[str, str], log_path: Path, grace_s: float = 15.0,
-          vital: tuple[str, ...] = ()) -> subprocess.Popen:
-    """Start argv in a new session (its own process group) behind a lifeline (perf/engines/lifeline.py:
-    the whole tree dies with this process, even SIGKILLed, and with any of its processes titled with a
-    `vital` prefix), stdout+stderr appended to log_path. The Popen is the lifeline's; its only child is argv."""
+          vital: tuple[str, ...] = ()) -> Tied:
+    """Start argv in a new session behind a lifeline (perf/engines/lifeline.py: the whole tree dies with this
+    process, even SIGKILLed, and with any of its processes titled with a `vital` prefix), stdout+stderr appended
+    to log_path. The Popen is the lifeline's; its only child besides its rearguard is argv."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "ab") as log:
-        return subprocess.Popen(lifeline_argv(grace_s, vital=vital) + argv, stdin=subprocess.DEVNULL, stdout=log,
-                                stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        proc = Tied(lifeline_argv(grace_s, vital=vital) + argv, stdin=subprocess.DEVNULL, stdout=log,
+                    stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    try:
+        proc.tree = _tree_of(proc)
+    except BaseException:   # Ctrl-C while the lifeline starts: nobody else holds it to stop it
+        stop_group(proc, grace_s=0)
+        raise
+    return proc
+
+
+def _tree_of(lifeline: subprocess.Popen, timeout_s: float = 10.0) -> Tree | None:
+    """The lifeline forks its rearguard and then the command within milliseconds of starting."""
+    deadline = time.monotonic() + timeout_s
+    while lifeline.poll() is None and time.monotonic() < deadline:
+        try:
+            kids = psutil.Process(lifeline.pid).children()
+            guards = [k for k in kids if k.name() == REARGUARD_TITLE]
+            commands = [k for k in kids if k not in guards]
+        except (psutil.Error, ProcessLookupError):   # a child ended meanwhile: look again
+            continue
+        if guards and commands:
+            return Tree(commands[0].pid, os.getsid(lifeline.pid), guards[0])
+        time.sleep(0.005)
+    return None
 
 
 def run_tied_streaming(argv: list[str], log_path: Path, on_line=None, grace_s: float = 10.0,
@@ -192,7 +233,9 @@ def stop_group(proc: subprocess.Popen, grace_s: float = 15.0) -> None:
     """Stop a spawn()ed lifeline and its tree: SIGTERM to the lifeline, which passes it once to every process
     of the tree; after grace_s SIGKILL to every descendant (a child that called setsid() is out of the group
     but still in the tree), which the lifeline reaps before it removes their shared memory and exits. The
-    group gets SIGKILL last, in case the lifeline itself does not exit."""
+    lifeline's group gets SIGKILL last, in case the lifeline itself does not exit. Where the lifeline was
+    killed before it could end its tree, what is left of it (its process group) is ended here and its shared
+    memory removed, and its rearguard, which does the same, is waited for: on return nothing of it runs."""
     if proc.poll() is None or process_tree(proc.pid)[1:]:
         try:
             proc.send_signal(signal.SIGTERM)
@@ -215,6 +258,23 @@ def stop_group(proc: subprocess.Popen, grace_s: float = 15.0) -> None:
         proc.wait(timeout=5)
     except subprocess.TimeoutExpired:
         pass
+    tree = proc.tree if isinstance(proc, Tied) else None
+    if tree is not None:
+        _, shm = end_orphans(tree.group, tree.session)
+        remove_unmapped(shm)
+        _wait_gone(tree.rearguard, ORPHAN_SWEEP_S + 5)
+
+
+def _wait_gone(proc: psutil.Process, timeout_s: float) -> None:
+    """Until proc has exited (a zombie has: its parent, init once orphaned, reaps it) or timeout_s."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            if not proc.is_running() or proc.status() == psutil.STATUS_ZOMBIE:
+                return
+        except psutil.NoSuchProcess:
+            return
+        time.sleep(0.05)
 
 
 # "ValueError: msg", "torch.OutOfMemoryError: msg", possibly after a log prefix such as
@@ -246,7 +306,12 @@ def error_reason(log_text: str) -> str | None:
     return generic[-1] if generic else None
 
 
+_VALIDATION = re.compile(r"validation errors? for \w+$")   # pydantic's: the message is on the next line
+
+
 def _continuation(lines: list[str], i: int, prefix: str, limit: int = 6) -> str:
+    if _VALIDATION.search(lines[i]) and i + 1 < len(lines) and lines[i + 1][:1].isspace():
+        return ": " + re.sub(r"\s*\[type=.*$", "", lines[i + 1]).strip()
     if not lines[i].endswith(":"):
         return ""
     more = []
@@ -286,14 +351,3 @@ def last_lines(text: str, count: int = 6, width: int = 200) -> list[str]:
     """The last `count` non-blank lines of text, each cut to `width` characters."""
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     return [ln if len(ln) <= width else ln[:width] + "…" for ln in lines[-count:]]
-
-
-def log_tail(log_path: Path, max_bytes: int = 256_000) -> str:
-    try:
-        with open(log_path, "rb") as f:
-            f.seek(0, os.SEEK_END)
-            f.seek(max(0, f.tell() - max_bytes))
-            return f.read().decode("utf-8", "replace")
-    except FileNotFoundError:
-        return ""
-

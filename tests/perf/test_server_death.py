@@ -21,16 +21,20 @@ from perf.engines.vllm import VLLMServer
 from tests.helpers import DEMO_MODEL, REPO
 
 # role server starts Core, Core starts Work; Work maps a shared-memory segment, as vLLM's worker does. Nobody
-# waits for its child: a killed child stays a zombie, as under a busy parent.
+# waits for its child: a killed child stays a zombie, as under a busy parent. Core and Work retitle themselves
+# as vLLM's setproctitle does, which overwrites the memory /proc/<pid>/environ shows.
 TREE = textwrap.dedent("""
-    import os, subprocess, sys, time
+    import ctypes, os, subprocess, sys, time
     role, out = sys.argv[1], sys.argv[2]
-    if role != "server":
-        with open("/proc/self/comm", "w") as f:
-            f.write("STANDIN::" + role)
     child = {"server": "Core", "Core": "Work"}.get(role)
     if child:
         subprocess.Popen([sys.executable, __file__, child, out])
+    if role != "server":
+        with open("/proc/self/comm", "w") as f:
+            f.write("STANDIN::" + role)
+        fields = open("/proc/self/stat").read().rsplit(")", 1)[1].split()
+        env_start, env_end = int(fields[47]), int(fields[48])
+        ctypes.memset(env_start, 0, env_end - env_start)
     if role == "Work":
         from multiprocessing import resource_tracker, shared_memory
         segment = shared_memory.SharedMemory(create=True, size=1 << 20)
@@ -105,6 +109,16 @@ def test_a_killed_lifeline_leaves_no_orphan_of_its_tree(tmp_path):
         time.sleep(0.05)
     assert re.search(said, log.read_text()), log.read_text()
     assert not os.path.exists(shm)
+
+
+def test_stopping_a_server_whose_lifeline_was_killed_returns_once_nothing_of_it_is_left(tmp_path):
+    """What the sweep does before it restarts a dead server, or exits: stop it. With its lifeline SIGKILLed, the
+    retitled engine core and worker are orphans; the stop returns only once they are gone and their segment too."""
+    lifeline, pids, shm, log = start_tree(tmp_path)
+    lifeline.kill()
+    lifeline.wait(timeout=5)
+    stop_group(lifeline, grace_s=5)
+    assert not [role for role, pid in pids.items() if _running(pid)] and not os.path.exists(shm)
 
 
 def test_a_live_server_is_not_waited_for_and_a_dead_one_is_named(tmp_path):

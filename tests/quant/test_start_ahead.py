@@ -170,7 +170,8 @@ def test_a_start_in_progress_is_stopped_when_the_sweep_ends(tmp_path):
 
 
 def test_the_engines_refusal_is_the_turns_answer_without_a_second_start(tmp_path):
-    servers = Servers(tmp_path, failing={"a": EngineStartError("Failed to find a kernel for uint8b128")})
+    servers = Servers(tmp_path, failing={"a": EngineStartError("Failed to find a kernel for uint8b128",
+                                                               blames="checkpoint")})
     starts, (bf16, a, b, c) = start_ahead(tmp_path, servers)
     starts.begin_after(bf16)
     assert until(lambda: servers.made.get("a") and servers.made["a"].events == ["start"])
@@ -183,6 +184,13 @@ def test_the_engines_refusal_is_the_turns_answer_without_a_second_start(tmp_path
     starts.begin_after(a)
     assert until(lambda: servers.made.get("b") and servers.made["b"].events == ["start"])
     assert starts.take(b, tmp_path / "b") is None   # slow beside the evals, perhaps not alone: the turn tries
+
+    # short of memory beside the server in use, blaming neither the recipe nor the checkpoint: the turn tries
+    servers.failing["c"] = EngineStartError("ValueError: Available memory on node 0 (0.5/23.54 GiB) on kv cache "
+                                            "allocation is less than requested memory for kv (1.0 GiB)")
+    starts.begin_after(b)
+    assert until(lambda: servers.made.get("c") and servers.made["c"].events == ["start"])
+    assert starts.take(c, tmp_path / "c") is None
     starts.close()
 
 

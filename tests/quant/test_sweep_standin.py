@@ -228,3 +228,56 @@ def test_a_refusal_met_by_a_server_started_ahead_is_recorded_without_a_second_st
     assert refused["accuracy"]["demo_math"]["backend"] == "inprocess"
     sweep(tmp_path, text)
     assert starts(standin_engine) == ["bf16", "refused"]   # the refusal is cached
+
+
+
+def _cli_sweep(tmp_path: Path, text: str, capsys, *flags: str) -> tuple[int, str]:
+    from quant.cli import main
+
+    recipe_path = tmp_path / "r.yaml"
+    recipe_path.write_text(text)
+    code = main(["sweep", str(recipe_path), "--out", str(tmp_path / "run"), "--cache-dir", str(tmp_path / "cache"),
+                 "--quiet", *flags])
+    return code, capsys.readouterr().err
+
+
+def test_an_engine_that_refuses_the_recipes_arguments_ends_the_sweep_with_exit_2(
+        tmp_path, standin_engine, demo_checkpoints, capsys, monkeypatch):
+    """Its own parser refuses a value (as vLLM's refuses `--max-model-len abc`): not the checkpoint's "unsupported"
+    but the recipe's error, with the engine's message; no later variant is measured."""
+    monkeypatch.setenv("QUANT_HISTORY_DB", str(tmp_path / "h.sqlite"))
+    text = (f"name: badflag\nmodel: demo\nengine: {{args: {{max_model_len: 512}}}}\nvariants:\n"
+            f"  - {{name: bf16, baseline: true}}\n  - {{name: badflag, checkpoint: {demo_checkpoints('badflag')}}}\n"
+            f"  - {{name: after, checkpoint: {demo_checkpoints('after')}}}\n"
+            f"tasks: [{{name: demo_math, limit: 2}}]\nkl_items: 0\nperf: {{workloads: []}}\n")
+    code, err = _cli_sweep(tmp_path, text, capsys)
+    assert code == 2, err
+    assert "Traceback" not in err and [ln for ln in err.splitlines() if "error" in ln.lower()] == [
+        ln for ln in err.splitlines() if ln.startswith("sweep error: ")], err
+    assert ("sweep error: variant badflag: the engine refused to start with the recipe's engine arguments or "
+            "environment: api_server.py: error: argument --max-model-len: invalid human_readable_int_or_auto "
+            "value: 'x' (log: ") in err, err
+    assert starts(standin_engine) == ["bf16", "badflag"]   # the variant after it is not measured
+    recorded = json.loads((tmp_path / "run" / "results.json").read_text())["variants"]["badflag"]
+    assert recorded["status"] == "failed" and recorded["engine_refused_recipe"] is True
+
+
+@pytest.mark.parametrize("baseline, status, said", [
+    ("refused-base", "unsupported", "the baseline refused-base could not be served"),
+    ("crashes", "failed", "the baseline crashes failed")])
+def test_a_baseline_that_cannot_be_served_does_not_exit_0(tmp_path, standin_engine, demo_checkpoints, capsys,
+                                                          monkeypatch, baseline, status, said):
+    """The engine refuses the baseline's checkpoint (recorded unsupported, scored in-process), or does not start for
+    a reason that blames neither the recipe nor the checkpoint (failed, not "unsupported"): the gate and choose
+    have no reference, and --allow-failed does not excuse it. With the baseline alone, nothing could be served."""
+    monkeypatch.setenv("QUANT_HISTORY_DB", str(tmp_path / "h.sqlite"))
+    text = (f"name: nobase\nmodel: demo\nengine: {{args: {{max_model_len: 512}}}}\nvariants:\n"
+            f"  - {{name: {baseline}, baseline: true}}\n  - {{name: theirs, checkpoint: {demo_checkpoints('theirs')}}}\n"
+            f"tasks: [{{name: demo_math, limit: 2}}]\nkl_items: 0\nperf: {{workloads: []}}\n")
+    code, err = _cli_sweep(tmp_path, text, capsys, "--allow-failed")
+    assert code == 1, err
+    counts = f"1 ok, {int(status == 'unsupported')} unsupported, {int(status == 'failed')} failed"
+    assert f"sweep: {counts}; {said}: `quant gate` and `quant choose` have nothing to stand on" in err, err
+    assert json.loads((tmp_path / "run" / "results.json").read_text())["variants"][baseline]["status"] == status
+    code, err = _cli_sweep(tmp_path, text, capsys, "--only", baseline)
+    assert code == 1 and "nothing could be served" in err, err

@@ -210,6 +210,31 @@ def test_sweep_exit_codes(tmp_path):
     assert _sweep_exit(results("ok", "unsupported", "failed"), None, False) == 1
     assert _sweep_exit(results("ok", "failed"), None, True) == 0          # --allow-failed
     assert _sweep_exit(results("ok", "failed"), ["v0"], False) == 0       # --only: what this run ran
+    # nothing to stand on: the baseline (v0) not served, or no variant served; --allow-failed does not excuse it
+    assert _sweep_exit({**results("unsupported", "ok"), "baseline": "v0"}, None, False) == 1
+    assert _sweep_exit({**results("failed", "ok"), "baseline": "v0"}, None, True) == 1
+    assert _sweep_exit({**results("ok", "unsupported"), "baseline": "v0"}, None, False) == 0
+    assert _sweep_exit(results("unsupported", "unsupported"), None, False) == 1
+    assert _sweep_exit({**results("ok", "unsupported"), "baseline": "v0"}, ["v1"], False) == 1   # what ran: nothing
+
+
+def test_the_summary_line_says_when_the_run_has_nothing_to_stand_on():
+    from reports.sweep_output import sweep_summary
+
+    def results(base: str, other: str) -> dict:
+        return {"baseline": "bf16", "variants": {"bf16": {"status": base, "reason": None if base == "ok" else "why"},
+                                                 "w4": {"status": other, "reason": None if other == "ok" else "why"}}}
+
+    lines, failed = sweep_summary(results("unsupported", "ok"), None, False)
+    assert failed and lines[0] == ("sweep: 1 ok, 1 unsupported, 0 failed; the baseline bf16 could not be served: "
+                                   "`quant gate` and `quant choose` have nothing to stand on")
+    lines, failed = sweep_summary(results("failed", "ok"), None, True)
+    assert failed and "the baseline bf16 failed" in lines[0] and not any("--allow-failed" in ln for ln in lines)
+    lines, failed = sweep_summary(results("unsupported", "failed"), None, True)
+    assert failed and lines[0].endswith("failed; nothing could be served: `quant gate` and `quant choose` have "
+                                        "nothing to stand on")
+    lines, failed = sweep_summary(results("ok", "unsupported"), None, False)
+    assert not failed and lines[0] == "sweep: 1 ok, 1 unsupported, 0 failed"
 
 
 def test_a_failed_variant_makes_the_sweep_exit_1(tmp_path):
