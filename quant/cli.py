@@ -202,8 +202,8 @@ def cmd_export(args) -> int:
     except HubError as exc:
         return fail(args, str(exc))
     try:
-        done = export(args.run, Path(args.dir), _version(), force=args.force, allow_undeployable=args.allow_undeployable,
-                      policy=args.policy, push_repo=args.push_to_hub)
+        done = export(args.run, Path(args.dir), _version(), force=args.force,
+                      allow_undeployable=args.allow_undeployable, policy=args.policy, push_repo=args.push_to_hub)
     except ExportError as exc:
         print(f"export error: {exc}", file=sys.stderr)
         return exc.exit_code

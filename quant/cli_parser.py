@@ -137,9 +137,9 @@ def build(handlers: dict[str, Callable], version: str) -> argparse.ArgumentParse
                    "empty)")
     e.add_argument("--force", action="store_true", help="replace a non-empty DIR")
     e.add_argument("--allow-undeployable", action="store_true", help="export a variant recorded failed or "
-                   "unsupported (default: exit 2); its card says so on its first line")
-    e.add_argument("--policy", help="the gate policy the card's verdict is decided under (default: the run's "
-                   "recipe gates, as `quant gate` reads them)")
+                   "unsupported (default: exit 2); its card says so on the first line after its metadata header")
+    e.add_argument("--policy", metavar="FILE", help="the gate policy the card's verdict is decided under "
+                   "(default: the run's recipe gates, as `quant gate` reads them)")
     e.add_argument("--push-to-hub", metavar="REPO", help="also upload the folder to this hub model repo "
                    "(HF_ENDPOINT, token from HF_TOKEN); created private unless --public")
     e.add_argument("--public", action="store_true", help="with --push-to-hub: create the repo public (an existing "

@@ -20,7 +20,7 @@ from core.results import Results
 from core.store import owner_tag, remove_leftovers, write_json, write_text
 from quant.hub import is_hub_id
 from reports.gate import GateInputError, load_side
-from reports.model_card import CardFolder, render_card
+from reports.model_card import CardFolder, folder_serve_command, render_card
 from reports.model_card_gate import card_verdict, gate_command
 
 CARD, MANIFEST, RECIPE = "README.md", "quant_manifest.json", "quant_recipe.yaml"
@@ -44,6 +44,7 @@ class Exported:
     files: list[str]
     outcome: str | None          # the gate's verdict on it; None for the baseline or where it could not decide
     undeployable: str | None
+    serve: str                   # the command that serves the folder, from the directory that holds it
 
 
 @dataclass
@@ -77,11 +78,16 @@ def undeployable(target: Target) -> str | None:
     return f"variant {target.name} is recorded {record.status} ({record.reason or 'no reason recorded'})"
 
 
+def hub_model_id(results: Results) -> str | None:
+    """The run's model as a hub repo id, where it is one (not the demo model, a local directory or a GGUF file)."""
+    model = str(results.model or "")
+    return model if is_hub_id(model) and not Path(model).exists() else None
+
+
 def hub_weights(target: Target) -> str | None:
     """The hub id where the variant's weights are the run's hub model itself (the unquantized baseline)."""
-    model, record = str(target.results.model or ""), target.results.variants[target.name]
-    original = (record.manifest or {}).get("source") == "original model"
-    return model if original and is_hub_id(model) and not Path(model).exists() else None
+    original = (target.results.variants[target.name].manifest or {}).get("source") == "original model"
+    return hub_model_id(target.results) if original else None
 
 
 def _base_license(results: Results) -> str | None:
@@ -114,8 +120,7 @@ def _checkpoint_files(target: Target) -> tuple[Path | None, list[str]]:
 
 def check_destination(dest: Path, force: bool) -> None:
     if dest.is_file() or dest.is_symlink():
-        raise ExportError(f"{dest}: a file is there; export into a directory (--force replaces it)"
-                          if not force else f"{dest}: a file is there; remove it or export elsewhere")
+        raise ExportError(f"{dest}: a file is there, not a folder; remove it or export elsewhere")
     if dest.is_dir() and any(dest.iterdir()) and not force:
         raise ExportError(f"{dest}: not empty; --force replaces it with the export")
 
@@ -175,8 +180,7 @@ def export(spec: str, dest: Path, suite_version: str, *, force: bool = False, al
     hub_model = hub_weights(target)
     source, files = (None, []) if hub_model else _checkpoint_files(target)
     folder = CardFolder(name=dest.name, suite_version=suite_version, files=files, hub_model=hub_model,
-                        base_model=str(target.results.model) if is_hub_id(str(target.results.model or ""))
-                        and not Path(str(target.results.model)).exists() else None,
+                        base_model=hub_model_id(target.results),
                         hub_revision=target.results.recipe.get("revision") if hub_model else None,
                         license=_base_license(target.results), push_repo=push_repo, undeployable=why)
     dest.parent.mkdir(parents=True, exist_ok=True)
@@ -195,7 +199,8 @@ def export(spec: str, dest: Path, suite_version: str, *, force: bool = False, al
     except BaseException:
         shutil.rmtree(build, ignore_errors=True)
         raise
-    return Exported(dest, target.name, files, outcome, why)
+    return Exported(dest, target.name, files, outcome, why,
+                    folder_serve_command(target.results, target.name, folder))
 
 
 
@@ -209,4 +214,5 @@ def summary(done: Exported) -> list[str]:
     if done.undeployable:
         lines.append(f"warning: {done.undeployable}: its card says it is not deployable")
     lines.append(f"model card: {done.folder / CARD}")
+    lines.append(f"serve (from {done.folder.parent}): {done.serve}")
     return lines

@@ -72,7 +72,8 @@ def _metadata(results: Results, name: str, folder: CardFolder) -> dict:
 def _what_it_is(results: Results, name: str, folder: CardFolder) -> list[str]:
     record, m = results.variants[name], results.variants[name].manifest or {}
     cal = m.get("calibration") or {}
-    rows = [("base model", _base_model(results) + (f" (revision {folder.hub_revision})" if folder.hub_revision else "")),
+    revision = f" (revision {folder.hub_revision})" if folder.hub_revision else ""
+    rows = [("base model", _base_model(results) + revision),
             ("variant", f"{name}" + (f": {record.description}" if record.description else "")),
             ("scheme", str(m.get("scheme_description") or m.get("scheme") or "-")),
             ("algorithm", " + ".join(filter(None, [f"SmoothQuant {m['smoothquant']}" if m.get("smoothquant") else "",
@@ -155,11 +156,14 @@ def _gate(results: Results, name: str, verdict: CardVerdict | None, folder: Card
     return lines + [""]
 
 
+def folder_serve_command(results: Results, name: str, folder: CardFolder) -> str:
+    """The command that serves the exported folder, run from the directory that holds it (or the hub model)."""
+    command = deploy_command(results, name, folder.hub_model or folder.name)
+    return command + (f" --revision {folder.hub_revision}" if folder.hub_revision and folder.hub_model else "")
+
+
 def _serve(results: Results, name: str, folder: CardFolder) -> list[str]:
-    model = folder.hub_model or folder.name
-    command = deploy_command(results, name, model)
-    if folder.hub_revision and folder.hub_model:
-        command += f" --revision {folder.hub_revision}"
+    command = folder_serve_command(results, name, folder)
     engine = engine_label(results)
     form = f", in the form of the engine it was measured on ({engine})" if engine else ""
     where = (f"The weights are the hub model `{folder.hub_model}`, not copied into this folder: the engine fetches "

@@ -13,7 +13,8 @@ Endpoints (models and datasets alike; a dataset's file URLs carry the `datasets/
   POST /api/{models,datasets}/{id}/paths-info/{rev}        listing of named paths (form field `paths`)
   HEAD, GET /[datasets/]{id}/resolve/{rev}/{path}          a file: ETag, X-Repo-Commit, Content-Length, Range
 The write side (create_repo, upload_folder) is in tests/hub_standin_upload.py; a private repo answers only
-requests with a token. A gated repo's files need a token it was granted (`Authorization: Bearer GRANTED_TOKEN`): no token gets 401,
+requests with a token.
+A gated repo's files need a token it was granted (`Authorization: Bearer GRANTED_TOKEN`): no token gets 401,
 a token not granted 403, as on the hub; any other token is rejected on every endpoint (401, invalid
 credentials). Requests nothing here answers are kept in `unanswered` (404) so a test can assert there were none.
 """
