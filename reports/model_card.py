@@ -82,8 +82,8 @@ def _what_it_is(results: Results, name: str, folder: CardFolder) -> list[str]:
         kept = m.get("ignore_expanded") or m.get("ignore") or []
         rows += [("kept in 16-bit", ", ".join(map(str, kept)) or "none"),
                  ("format", str(m.get("format") or "-")),
-                 ("bits per weight", f"{m['bits_per_weight_quantized']:g} (quantized Linears), "
-                                     f"{m.get('bits_per_weight_all_linear', 0):g} (all Linears)"
+                 ("bits per weight", f"{m['bits_per_weight_quantized']:.4g} (quantized Linears), "
+                                     f"{m.get('bits_per_weight_all_linear') or 0:.4g} (all Linears)"
                   if m.get("bits_per_weight_quantized") else "-"),
                  ("calibration", (f"{cal.get('source')}: {cal.get('num_samples')} samples of at most "
                                   f"{cal.get('max_seq_length')} tokens, seed {cal.get('seed')}") if cal else
@@ -142,8 +142,10 @@ def _policy_line(verdict: CardVerdict) -> str:
 
 def _gate(results: Results, name: str, verdict: CardVerdict | None, folder: CardFolder) -> list[str]:
     lines = ["## Gate", ""]
-    if name == results.baseline or verdict is None:
+    if name == results.baseline:
         return lines + [f"`{name}` is the run's baseline: the reference the other variants were gated against.", ""]
+    if verdict is None:
+        return lines + ["Not gated.", ""]
     if verdict.outcome is None:
         lines.append(f"**Not decided**: {verdict.why_not}")
     else:
