@@ -16,7 +16,7 @@ from quant import cli_parser, logs
 from quant.cli_parser import STDOUT
 
 # Commands that read stored results: any failure of theirs is bad input (exit 2), never a traceback.
-READERS = ("gate", "diff", "choose", "compare", "report")
+READERS = ("gate", "diff", "choose", "compare", "report", "export")
 
 def _write(path: str, text: str) -> str | None:
     """An output flag's value: a file, or `-` for stdout. The error line where the file cannot be written."""
@@ -170,7 +170,8 @@ def cmd_diff(args) -> int:
 
 def cmd_choose(args) -> int:
     from reports import choose_output
-    from reports.choose import ChooseError, choose, deploy_command, engine_label, parse_slo, recipe_max_drop
+    from reports.choose import (ChooseError, choose, deploy_command, engine_label, export_command, parse_slo,
+                                recipe_max_drop)
     from reports.gate import GateInputError, load_side
     from reports.table import tasks_of
 
@@ -183,11 +184,40 @@ def cmd_choose(args) -> int:
     except (GateInputError, ChooseError) as exc:
         return fail(args, str(exc))
     commands = {t: deploy_command(results, c.variant) for t, c in choices.items() if c}
-    shown = (choices, shared, commands, max_drop, slos, args.objective, engine_label(results))
+    exports = {t: export_command(args.run, c.variant) for t, c in choices.items() if c}
+    shown = (choices, shared, commands, max_drop, slos, args.objective, engine_label(results), exports)
     print(choose_output.as_text(*shown), file=sys.stderr if args.json == STDOUT else sys.stdout)
     if args.json and (error := _write(args.json, choose_output.as_json(*shown))):
         return fail(args, error)
     return exit_codes.OK if all(choices.values()) else exit_codes.FAILED
+
+
+def cmd_export(args) -> int:
+    from quant.export import ExportError, export, summary
+    from quant.hub import HubError
+    from quant.hub_push import check_push, push_folder
+
+    try:
+        if args.push_to_hub:
+            check_push(args.push_to_hub)   # before any work: a push that cannot be made is bad input
+    except HubError as exc:
+        return fail(args, str(exc))
+    try:
+        done = export(args.run, Path(args.dir), _version(), force=args.force,
+                      allow_undeployable=args.allow_undeployable, policy=args.policy, push_repo=args.push_to_hub)
+    except ExportError as exc:
+        print(f"export error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    print("\n".join(summary(done)))
+    if args.push_to_hub:
+        try:
+            pushed = push_folder(done.folder, args.push_to_hub, private=not args.public)
+        except HubError as exc:
+            print(f"export error: push: {exc} (the folder is written: {done.folder})", file=sys.stderr)
+            return exit_codes.FAILED
+        print(f"pushed to {pushed.url} (commit {pushed.commit[:12]})" if pushed.changed else
+              f"{pushed.url} already holds this folder (commit {pushed.commit[:12]}): nothing pushed")
+    return exit_codes.OK
 
 
 def cmd_report(args) -> int:
@@ -318,7 +348,8 @@ def cmd_sensitivity(args) -> int:
     return exit_codes.OK
 
 
-HANDLERS = {"sweep": cmd_sweep, "validate": cmd_validate, "gate": cmd_gate, "diff": cmd_diff, "choose": cmd_choose, "report": cmd_report,
+HANDLERS = {"sweep": cmd_sweep, "validate": cmd_validate, "gate": cmd_gate, "diff": cmd_diff, "choose": cmd_choose, "export": cmd_export,
+            "report": cmd_report,
             "history": cmd_history, "compare": cmd_compare, "sensitivity": cmd_sensitivity,
             "sandbox-check": cmd_sandbox_check, "demo": cmd_demo}
 

@@ -42,6 +42,11 @@ EXIT_CODES = {
     "diff": ["  0    listed (also when no item flipped)", BAD_INPUT],
     "choose": ["  0    a variant for every task", "  1    some task has no served variant meeting the "
                "constraints (the output names it and why each variant was rejected)", BAD_INPUT],
+    "export": ["  0    exported (and pushed, with --push-to-hub; also when the hub already held the folder)",
+               "  1    the disk filled up or a file could not be written (nothing is left at DIR), or the push "
+               "failed (the folder is written)",
+               BAD_INPUT + " (an unknown run or variant, a variant that failed or could not be served, a "
+               "non-empty DIR without --force)"],
     "report": ["  0    reports written", BAD_INPUT + " (also --screenshot without a browser)"],
     "history": ["  0    listed", "  2    bad arguments"],
     "compare": ["  0    compared (also when the runs share no variant and task)", BAD_INPUT],
@@ -126,6 +131,22 @@ def build(handlers: dict[str, Callable], version: str) -> argparse.ArgumentParse
     c.add_argument("--max-drop", type=float, help="allowed absolute accuracy drop (default: the run's recipe "
                    "gates, per task, as `quant gate` reads them)")
     c.add_argument("--json", metavar="FILE", help=JSON_HELP.format(what="the choices"))
+
+    e = _command(sub, "export", "the variant as a self-contained folder with a model card, to serve or push to "
+                 "the hub", handlers["export"])
+    e.add_argument("run", metavar="RUN:VARIANT", help="a run dir (or results.json, or a run's fsspec URL) and the "
+                   "variant to export")
+    e.add_argument("dir", metavar="DIR", help="the folder to write (its parent is created; it must not exist or be "
+                   "empty)")
+    e.add_argument("--force", action="store_true", help="replace a non-empty DIR")
+    e.add_argument("--allow-undeployable", action="store_true", help="export a variant recorded failed or "
+                   "unsupported (default: exit 2); its card says so on the first line after its metadata header")
+    e.add_argument("--policy", metavar="FILE", help="the gate policy the card's verdict is decided under "
+                   "(default: the run's recipe gates, as `quant gate` reads them)")
+    e.add_argument("--push-to-hub", metavar="REPO", help="also upload the folder to this hub model repo "
+                   "(HF_ENDPOINT, token from HF_TOKEN); created private unless --public")
+    e.add_argument("--public", action="store_true", help="with --push-to-hub: create the repo public (an existing "
+                   "repo keeps its visibility)")
 
     r = _command(sub, "report", "re-render reports from a run's results.json", handlers["report"])
     r.add_argument("run", help="run dir, results.json or a run's fsspec URL (rendered there)")

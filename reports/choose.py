@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import re
+import shlex
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from core.recipe import Gates
 from core.results import PerfPoint, Results
@@ -139,17 +141,23 @@ def recipe_max_drop(results: Results | dict, tasks: list[str], override: float |
     return {t: gates.max_drop_for(t) if override is None else override for t in tasks}
 
 
-def deploy_command(results: Results | dict, name: str) -> str:
+def deploy_command(results: Results | dict, name: str, model: str | None = None) -> str:
     """The command that serves variant `name` as the run measured it: the form of the engine and device the run
-    recorded, the recipe's engine args with the variant's own on top, its dtype and engine environment."""
+    recorded, the recipe's engine args with the variant's own on top, its dtype and engine environment. model:
+    where the weights are, where not at the run's checkpoint (an exported folder, a hub repo)."""
     results = Results.of(results)
     engine = results.recipe.get("engine") or {}
     own = next((v.get("engine_args") or {} for v in results.recipe.get("variants", []) if v.get("name") == name), {})
     device = results.engine.device if results.engine else None
     # the dtype it ran in (engine.dtype `auto` resolved); runs that do not record it: the recipe's
     dtype = (results.engine.dtype if results.engine else None) or engine.get("dtype")
-    return serve_command(results.variants[name].checkpoint, name, {**(engine.get("args") or {}), **own}, device,
+    return serve_command(model or results.variants[name].checkpoint, name, {**(engine.get("args") or {}), **own}, device,
                          engine.get("env"), dtype)
+
+
+def export_command(run: str | Path | None, name: str) -> str:
+    """The `quant export` that hands variant `name` of the run to its deployers as a folder with a model card."""
+    return shlex.join(["quant", "export", f"{run or 'RUN'}:{name}", f"exports/{name}"])
 
 
 def engine_label(results: Results | dict) -> str:

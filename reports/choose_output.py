@@ -13,7 +13,9 @@ def constraints(max_drop: dict[str, float], task: str, slos: list[LatencyLimit])
 
 
 def as_text(choices: dict[str, Choice | None], shared: str | None, commands: dict[str, str],
-            max_drop: dict[str, float], slos: list[LatencyLimit], objective: str, engine: str = "") -> str:
+            max_drop: dict[str, float], slos: list[LatencyLimit], objective: str, engine: str = "",
+            exports: dict[str, str] | None = None) -> str:
+    """exports: per task the `quant export` of its variant (a folder with a model card), beside the serve command."""
     lines = []
     for task, c in choices.items():
         limits = constraints(max_drop, task, slos)
@@ -26,6 +28,8 @@ def as_text(choices: dict[str, Choice | None], shared: str | None, commands: dic
                      + (f", ${c.score:.3g} per million output tokens" if objective == "cost" else ""))
         lines += [f"  not {name}: {why}" for name, why in c.rejected.items()]
         lines.append(f"  serve{f' ({engine}, as measured)' if engine else ''}: {commands[task]}")
+        if exports:
+            lines.append(f"  export (a folder with a model card, to hand over or push to the hub): {exports[task]}")
     if len(choices) > 1:
         lines.append(f"one variant for all tasks: {shared}" if shared else
                      "no single variant meets the constraints on every task")
@@ -33,13 +37,15 @@ def as_text(choices: dict[str, Choice | None], shared: str | None, commands: dic
 
 
 def as_json(choices: dict[str, Choice | None], shared: str | None, commands: dict[str, str],
-            max_drop: dict[str, float], slos: list[LatencyLimit], objective: str, engine: str = "") -> str:
+            max_drop: dict[str, float], slos: list[LatencyLimit], objective: str, engine: str = "",
+            exports: dict[str, str] | None = None) -> str:
     return json.dumps({
         "objective": objective, "engine": engine or None,
         "constraints": {task: constraints(max_drop, task, slos) for task in choices},
         "one_variant_for_all": shared if len(choices) > 1 else None,
         "choices": {task: None if c is None else {
             "variant": c.variant, "accuracy": c.accuracy, "drop": c.drop, "output_tokens_per_s": c.out_tok_s,
-            "concurrency": c.concurrency, "serve_command": commands[task], "rejected": c.rejected,
+            "concurrency": c.concurrency, "serve_command": commands[task],
+            **({"export_command": exports[task]} if exports else {}), "rejected": c.rejected,
             **({"usd_per_million_output_tokens": c.score} if objective == "cost" else {})}
             for task, c in choices.items()}}, indent=2)

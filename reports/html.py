@@ -57,9 +57,11 @@ def verdict_section(summary: Summary, baseline: str, flips: str = "") -> str:
              _table(("variant", "gate", "deciding check"), gates, "verdict")]
     if summary.picks:
         picks = [[("", e(p.task)), ("", f"<b>{e(p.variant)}</b>" if p.variant else "nothing"), ("", e(p.why)),
-                  ("", f"<code class='cmd'>{e(p.command)}</code>" if p.command else "-")] for p in summary.picks]
+                  ("", f"<code class='cmd'>{e(p.command)}</code>" if p.command else "-"),
+                  ("", f"<code class='cmd'>{e(p.export)}</code>" if p.export else "-")] for p in summary.picks]
         parts += ["<p><code>quant choose</code> per task (highest output tokens/s within the policy's drop):</p>",
-                  _table(("task", "deploy", "why", "serve command"), picks, "verdict")]
+                  _table(("task", "deploy", "why", "serve command", "export with a model card"), picks,
+                         "verdict")]
     return "".join(parts) + "</section>"
 
 

@@ -119,9 +119,9 @@ def summary_section(summary: Summary, baseline: str) -> list[str]:
                    [[g.variant, f"{GATE_ICON[g.outcome]} {g.outcome}".strip(), g.deciding] for g in summary.gates])
     if summary.picks:
         lines += ["`quant choose` per task (highest output tokens/s within the policy's drop):", ""]
-        lines += table(("task", "deploy", "why", "serve command"),
-                       [[p.task, p.variant or "nothing", p.why, f"`{p.command}`" if p.command else "-"]
-                        for p in summary.picks])
+        lines += table(("task", "deploy", "why", "serve command", "export with a model card"),
+                       [[p.task, p.variant or "nothing", p.why, f"`{p.command}`" if p.command else "-",
+                         f"`{p.export}`" if p.export else "-"] for p in summary.picks])
     return lines
 
 

@@ -12,7 +12,7 @@ from pydantic import ValidationError
 
 from core.results import Results
 from core.run_layout import RunLayout
-from reports.choose import ChooseError, choose, deploy_command, recipe_max_drop
+from reports.choose import ChooseError, choose, deploy_command, export_command, recipe_max_drop
 from reports.gate import (GateInputError, check_policy_tasks, compare, load_policy, outcome, pick_variant,
                           undeployable)
 from reports.gate_rules import PASS
@@ -33,6 +33,7 @@ class TaskPick:
     variant: str | None
     why: str
     command: str | None = None
+    export: str | None = None    # the `quant export` that makes its folder with a model card
 
 
 @dataclass
@@ -83,7 +84,7 @@ def gate_lines(results: Results, run_dir: Path | None) -> tuple[str, list[GateLi
     return f"rule {policy.rule}, {source}", lines
 
 
-def task_picks(results: Results) -> list[TaskPick]:
+def task_picks(results: Results, run_dir: Path | None = None) -> list[TaskPick]:
     tasks = results.tasks()
     if not tasks or results.usable():
         return []
@@ -99,7 +100,8 @@ def task_picks(results: Results) -> list[TaskPick]:
         else:
             why = (f"highest output tok/s within drop {max_drop[task]:.3f} (accuracy {c.accuracy:.3f}, "
                    f"drop {c.drop:+.3f})")
-            picks.append(TaskPick(task, c.variant, why, deploy_command(results, c.variant)))
+            picks.append(TaskPick(task, c.variant, why, deploy_command(results, c.variant),
+                                  export_command(run_dir, c.variant)))
     return picks
 
 
@@ -107,4 +109,4 @@ def summarize(results: Results, run_dir: Path | None) -> Summary:
     if results.usable():
         return Summary("-", [], [])
     policy, gates = gate_lines(results, run_dir)
-    return Summary(policy, gates, task_picks(results))
+    return Summary(policy, gates, task_picks(results, run_dir))

@@ -12,6 +12,8 @@ Endpoints (models and datasets alike; a dataset's file URLs carry the `datasets/
   GET  /api/{models,datasets}/{id}/tree/{rev}[/{path}]     file listing (?recursive=true)
   POST /api/{models,datasets}/{id}/paths-info/{rev}        listing of named paths (form field `paths`)
   HEAD, GET /[datasets/]{id}/resolve/{rev}/{path}          a file: ETag, X-Repo-Commit, Content-Length, Range
+The write side (create_repo, upload_folder) is in tests/hub_standin_upload.py; a private repo answers only
+requests with a token.
 A gated repo's files need a token it was granted (`Authorization: Bearer GRANTED_TOKEN`): no token gets 401,
 a token not granted 403, as on the hub; any other token is rejected on every endpoint (401, invalid
 credentials). Requests nothing here answers are kept in `unanswered` (404) so a test can assert there were none.
@@ -27,6 +29,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from tests import hub_standin_upload as upload
+from tests.hub_standin_upload import blob_id
+
 GRANTED_TOKEN = "hf_standin_granted"        # may read every gated repo
 NOT_GRANTED_TOKEN = "hf_standin_not_granted"  # a valid account that was not granted access
 KINDS = {"models": "model", "datasets": "dataset"}
@@ -36,6 +41,7 @@ KINDS = {"models": "model", "datasets": "dataset"}
 class Repo:
     kind: str                                              # "model" or "dataset"
     gated: bool = False
+    private: bool = False
     commits: dict[str, dict[str, bytes]] = field(default_factory=dict)   # commit sha -> files
     refs: dict[str, str] = field(default_factory=dict)                   # branch or tag -> commit sha
 
@@ -43,11 +49,6 @@ class Repo:
         if revision in self.commits:
             return revision
         return self.refs.get(revision)
-
-
-def blob_id(content: bytes) -> str:
-    """The git blob id, which the hub serves as a small file's ETag and tree `oid`."""
-    return hashlib.sha1(b"blob %d\0" % len(content) + content).hexdigest()
 
 
 def tiny_dataset_files(splits: dict[str, list[dict]], config: str | None = None) -> dict[str, bytes]:
@@ -69,6 +70,8 @@ class HubStandin:
         self.repos: dict[tuple[str, str], Repo] = {}
         self.requests: list[tuple[str, str]] = []     # (method, path) of every request, in order
         self.unanswered: list[tuple[str, str]] = []
+        self.lfs: dict[str, bytes] = {}                # sha256 -> an uploaded LFS object
+        self.commits_made: list[tuple[str, str]] = []  # (repo id, commit sha) of every upload's commit
         self._server: ThreadingHTTPServer | None = None
 
     # ---- content -------------------------------------------------------------------------------------------
@@ -80,10 +83,11 @@ class HubStandin:
                     gated: bool = False) -> str:
         return self._add("dataset", repo_id, files, revision, gated)
 
-    def _add(self, kind: str, repo_id: str, files: dict, revision: str, gated: bool) -> str:
+    def _add(self, kind: str, repo_id: str, files: dict, revision: str, gated: bool, parent: str | None = None
+             ) -> str:
         """Adds a commit with these files under `revision` (a branch or tag); returns its sha."""
         content = {path: _bytes(value) for path, value in files.items()}
-        sha = hashlib.sha1(json.dumps([repo_id, revision, sorted((p, blob_id(c)) for p, c in content.items())])
+        sha = hashlib.sha1(json.dumps([repo_id, revision, parent, sorted((p, blob_id(c)) for p, c in content.items())])
                            .encode()).hexdigest()
         repo = self.repos.setdefault((kind, repo_id), Repo(kind=kind, gated=gated))
         repo.gated = repo.gated or gated
@@ -147,16 +151,21 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:   # noqa: N802
         self._route("POST")
 
+    def do_PUT(self) -> None:   # noqa: N802
+        self._route("PUT")
+
     # ---- routing -------------------------------------------------------------------------------------------
     def _route(self, method: str) -> None:
         url = urlsplit(self.path)
         self.standin.requests.append((method, url.path))
-        body = self.rfile.read(int(self.headers.get("Content-Length") or 0)) if method == "POST" else b""
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0)) if method in ("POST", "PUT") else b""
         token = (self.headers.get("Authorization") or "").removeprefix("Bearer ").strip() or None
         if token not in (None, GRANTED_TOKEN, NOT_GRANTED_TOKEN):
             return self._error(401, None, "Invalid credentials in Authorization header")
         parts = [unquote(p) for p in url.path.strip("/").split("/")]
         query = parse_qs(url.query)
+        if self._write(method, parts, body, token):
+            return
         if parts[:1] == ["api"] and len(parts) >= 4 and parts[1] in KINDS:
             return self._api(method, KINDS[parts[1]], "/".join(parts[2:4]), parts[4:], query, body, token)
         kind = "dataset" if parts[:1] == ["datasets"] else "model"
@@ -165,6 +174,28 @@ class _Handler(BaseHTTPRequestHandler):
             return self._resolve(method, kind, "/".join(rest[:2]), rest[3], "/".join(rest[4:]), token)
         self.standin.unanswered.append((method, self.path))
         self._error(404, None, f"the stand-in hub does not answer {method} {url.path}")
+
+    def _write(self, method: str, parts: list[str], body: bytes, token: str | None) -> bool:
+        """The write side's endpoints (tests/hub_standin_upload.py); False where the request is none of them."""
+        if method == "POST" and parts == ["api", "repos", "create"]:
+            upload.create_repo(self, body, token)
+        elif method == "POST" and parts == ["api", "validate-yaml"]:
+            upload.validate_yaml(self, body)
+        elif method == "PUT" and len(parts) == 2 and parts[0] == "lfs-upload":
+            upload.lfs_put(self, parts[1], body)
+        elif method == "POST" and parts[-4:] == ["info", "lfs", "objects", "batch"]:
+            upload.lfs_batch(self, body, token)
+        elif method == "POST" and parts[:1] == ["api"] and len(parts) >= 6 and parts[1] in KINDS \
+                and parts[4] in ("preupload", "commit"):
+            kind, repo_id, revision = KINDS[parts[1]], "/".join(parts[2:4]), "/".join(parts[5:])
+            repo = self._repo(kind, repo_id, token)
+            if repo is not None and parts[4] == "preupload":
+                upload.preupload(self, repo, revision, body, token)
+            elif repo is not None:
+                upload.commit(self, kind, repo_id, repo, revision, body, token)
+        else:
+            return False
+        return True
 
     def _api(self, method, kind, repo_id, rest, query, body, token) -> None:
         repo = self._repo(kind, repo_id, token)
@@ -223,6 +254,8 @@ class _Handler(BaseHTTPRequestHandler):
     # ---- pieces --------------------------------------------------------------------------------------------
     def _repo(self, kind: str, repo_id: str, token: str | None) -> Repo | None:
         repo = self.standin.repos.get((kind, repo_id))
+        if repo is not None and repo.private and token is None:
+            repo = None   # the hub does not show a private repo to an anonymous request
         if repo is None:
             # The hub answers 401 to an anonymous request for a repo it does not show (missing or private).
             self._error(401 if token is None else 404, "RepoNotFound", "Repository not found")
@@ -236,7 +269,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     @staticmethod
     def _info(kind: str, repo_id: str, repo: Repo, sha: str) -> dict:
-        info = {"_id": blob_id(repo_id.encode())[:24], "id": repo_id, "sha": sha, "private": False,
+        info = {"_id": blob_id(repo_id.encode())[:24], "id": repo_id, "sha": sha, "private": repo.private,
                 "gated": "manual" if repo.gated else False, "disabled": False, "downloads": 0, "likes": 0,
                 "tags": [], "lastModified": "2026-01-01T00:00:00.000Z", "createdAt": "2026-01-01T00:00:00.000Z",
                 "siblings": [{"rfilename": path} for path in sorted(repo.commits[sha])]}
@@ -250,8 +283,11 @@ class _Handler(BaseHTTPRequestHandler):
         self._json(_entries(files, prefix, exact=False, recursive=recursive))
 
     def _json(self, value) -> None:
+        self._json_status(200, value)
+
+    def _json_status(self, status: int, value) -> None:
         data = json.dumps(value).encode()
-        self.send_response(200)
+        self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()

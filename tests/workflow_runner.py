@@ -9,6 +9,7 @@ it has `continue-on-error: true`. What GitHub itself provides stands in here:
 - `actions/cache/restore` and `actions/cache/save`: a directory of saved caches, restored by exact key or the
   newest whose key starts with one of `restore-keys`;
 - `actions/upload-artifact`: the paths are copied to an artifacts directory;
+- `secrets.NAME`: the runner's `secrets` (unset ones are '', as on GitHub);
 - the `gh` CLI: tools/gh, a stand-in that serves `release download|upload` from a releases directory and
   records `pr comment`, and that refuses what the job's `permissions:` do not grant its token (GitHub's
   HTTP 403), as GitHub scopes GITHUB_TOKEN.
@@ -91,6 +92,7 @@ class Runner:
     state: Path                  # caches/, releases/, artifacts/, comments.jsonl, temp/
     machine_env: dict[str, str]
     skip: dict[str, str] = field(default_factory=dict)   # step id -> the command it must be (not run here)
+    secrets: dict[str, str] = field(default_factory=dict)   # the repository's secrets (`secrets.NAME`)
     runs: int = 0
 
     def run_job(self, workflow: dict, job: str, event: dict, env: dict[str, str] | None = None) -> Job:
@@ -151,6 +153,7 @@ class Runner:
         python = re.sub(r"!(?!=)", " not ", expression.replace("&&", " and ").replace("||", " or "))
         python = re.sub(r"\btrue\b", "True", re.sub(r"\bfalse\b", "False", python))
         names = {"github": github, "env": env, "runner": Context(temp=str(temp), os="Linux"),
+                 "secrets": Context(self.secrets),
                  "always": lambda: True, "success": lambda: not failed, "failure": lambda: failed,
                  "cancelled": lambda: False, "hashFiles": hash_files}
         return eval(python, {"__builtins__": {}}, names)   # noqa: S307 - our own workflow files, in a test

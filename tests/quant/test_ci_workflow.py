@@ -20,6 +20,7 @@ import yaml
 from core.recipe import Gates, parse_recipe
 from reports.gate import GateInputError, check_decidable
 from tests.helpers import DEMO_MODEL, REPO
+from tests.hub_standin import GRANTED_TOKEN, HubStandin
 from tests.workflow_runner import Runner, comments, load, permissions, release_assets
 
 CI = REPO / "examples" / "ci"
@@ -140,6 +141,36 @@ def test_a_pull_requests_job_ends_as_its_gate_decides(released, candidate, verdi
     if verdict == "inconclusive":
         assert "items would decide it" in comment["body"]
     assert job.step("Save the stage cache, also when the gate failed").outcome == "success"
+
+
+@pytest.mark.slow
+def test_a_passing_candidate_is_exported_with_its_card_to_a_private_hub_repo_and_a_regression_is_not(released):
+    """The optional export step: set EXPORT_REPO and the secret HF_TOKEN, and a candidate that passes the gate is
+    exported with its model card and pushed (private); one that fails the gate is not."""
+    event = {"name": "pull_request", "payload": {"pull_request": {"number": 8}}}
+    with HubStandin() as hub:
+        jobs = {}
+        for candidate in ("q-same", "q-wrong40"):
+            runner = checkout(released)
+            runner.secrets = {"HF_TOKEN": GRANTED_TOKEN}
+            env = {k: v for k, v in hub.env(runner.state / "hub-client").items() if k != "HF_TOKEN"}
+            try:
+                jobs[candidate] = runner.run_job(load(CI / "quant-gate.yml"), "gate", event, env={
+                    "RECIPE": "recipes/ci-demo.yaml", "CANDIDATE": candidate, "EXPORT_REPO": f"org/{candidate}",
+                    **env})
+            finally:
+                runner.secrets = {}
+        assert hub.unanswered == []
+    passed, failed = jobs["q-same"], jobs["q-wrong40"]
+    assert passed.outcome == "success" and passed.step("export").outcome == "success", passed.log()
+    assert failed.outcome == "failure" and failed.step("export").outcome == "skipped", failed.log()
+    repo = hub.repos[("model", "org/q-same")]
+    files = repo.commits[repo.refs["main"]]
+    assert repo.private and ("model", "org/q-wrong40") not in hub.repos
+    assert {"README.md", "model.safetensors", "quant_manifest.json", "quant_recipe.yaml"} <= set(files)
+    card = files["README.md"].decode()
+    assert "**PASS**: `quant gate` of `q-same` against `bf16`." in card and "ci/gate-policy.yaml" in card
+    assert (released.runner.state / "artifacts" / "quant-gate" / "README.md").read_text() == card
 
 
 def test_the_comment_needs_the_permission_the_workflow_grants():

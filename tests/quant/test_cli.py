@@ -55,7 +55,8 @@ def test_compare_takes_baseline_and_candidate_like_the_gate(run, tmp_path):
                                   ["sweep", "recipes/demo.yaml", "--out", "nosuchprotocol://bucket/run"],
                                   ["sweep", "recipes/demo.yaml", "--out", "file://relative/run"],
                                   ["gate", "--baseline", "nosuchprotocol://b/run:bf16", "--candidate", "nosuchprotocol://b/run"],
-                                  ["choose", "nosuchprotocol://b/run"], ["report", "nosuchprotocol://b/run"]])
+                                  ["choose", "nosuchprotocol://b/run"], ["report", "nosuchprotocol://b/run"],
+                                  ["export", "missing-run:bf16", "missing-out"]])
 def test_every_command_errors_with_one_prefix(argv):
     code, out = quant(*argv)
     assert code == exit_codes.BAD_INPUT and out.startswith(f"{argv[0]} error: ") and "Traceback" not in out
@@ -105,6 +106,16 @@ def test_help_text_is_honest_about_defaults_and_lists():
         ["ttft_p99=1s", "e2e_p99=2s"]
     assert build_parser().parse_args(["sweep", "r.yaml", "--device", "cuda"]).device == "cuda"
     assert "1    some task has no served variant" in commands["choose"].epilog
+
+
+def test_choose_prints_the_export_command_beside_the_serve_command(run):
+    code, out = quant("choose", str(run), "--task", "code")
+    lines = out.splitlines()
+    serve = next(i for i, line in enumerate(lines) if line.strip().startswith("serve"))
+    assert code == 0 and lines[serve + 1].strip() == (f"export (a folder with a model card, to hand over or push to "
+                                                      f"the hub): quant export {run}:near exports/near")
+    code, report = quant_json("choose", str(run), "--task", "code")
+    assert report["choices"]["code"]["export_command"] == f"quant export {run}:near exports/near"
 
 
 def test_choose_json_to_a_file_keeps_the_text_on_stdout(run, tmp_path):
