@@ -70,9 +70,19 @@ def test_the_end_towards_zero_is_the_t_and_the_far_end_reaches_further():
 
 def test_no_change_on_scores_in_0_1_is_not_a_point():
     """Nothing changed on 100 items: about as wide as Tango's interval for 0/1 scores with no flip."""
-    low, high, p = bounded_t_interval(np.zeros(100), 0.95)
+    low, high, p, sd = bounded_t_interval(np.zeros(100), 0.95)
     tango_low, tango_high = tango_interval(0, 0, 100)
     assert p == 1.0 and low == -high and high == pytest.approx(float(tango_high), rel=0.1)
+
+
+def test_few_changes_size_items_needed_from_the_far_ends_spread():
+    """No item changed in 100: a margin of 0.01 is not decided, and the items that would decide it come from
+    the spread the interval allows (about that of a 4% change rate), not from a spread of 0."""
+    s = paired_difference([0.5] * 100, [0.5] * 100)
+    verdict = decide("non-inferiority", 0.0, -s["ci95"][1], -s["ci95"][0], 100, 0.01, 1, 0.95, s["test"], s["p"],
+                     s["sd"])
+    assert verdict.outcome == INCONCLUSIVE and s["sd"] == pytest.approx(0.19, abs=0.01)
+    assert 2000 < verdict.items_needed < 3000
 
 
 @pytest.mark.parametrize("base, cand, higher_is_better", [
