@@ -7,10 +7,12 @@
    Newcombe's, which also needs the items both sides got right: simulated, 20,000 tables per cell.
 2. "~N items would decide it": at the items the gate names for an inconclusive check, the share of simulated
    re-runs the rule decides (the gate says 80%).
-3. Graded scores (paired t) and grouped items (the paired cluster interval) by simulation, beside a percentile
-   bootstrap; 4. throughput ratios from repeated runs (Welch t on log tokens/s).
+3. Graded scores (the paired t, and the gate's interval for scores within [0, 1]: the t with its end away
+   from 0 at least the changed items' Bernoulli bound) and grouped items (the paired cluster interval) by
+   simulation, beside a percentile bootstrap; 4. throughput ratios from repeated runs (Welch t on log tokens/s).
 
-Usage: python benchmarks/interval_coverage.py [--sims 4000] [--full]   (--full: every cell of the 0/1 grid)
+Usage: python benchmarks/interval_coverage.py [--sims 4000] [--full] [--only binary|items|graded|grouped|ratio]
+(--full: every cell of the 0/1 grid; --only: that section alone)
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from scipy.special import betaincinv, ndtri, stdtrit
 from scipy.stats import binom
 
 from evals.paired_binary import mcnemar_exact, paired_binary_interval, tango_interval
-from evals.stats import paired_difference
+from evals.stats import bounded_t_interval, paired_difference
 from reports.gate_rules import INCONCLUSIVE, decide
 
 CONFIDENCE = 0.95
@@ -223,12 +225,12 @@ def _t(d: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return d.mean(axis=1) - half, d.mean(axis=1) + half
 
 
-GRADED = {   # per-item difference of graded scores: (draw(rng, shape), true mean)
-    "F1-like: base Beta(2,2), cand = base + N(-0.02, 0.1) clipped": None,
-    "sparse: 90% unchanged, 10% lose Beta(1,3)": (lambda rng, shape: -(rng.random(shape) < 0.1)
-                                                  .astype(float) * rng.beta(1, 3, shape), -0.1 * 0.25),
-    "bits/byte-like: N(0.05, 0.02) per document": (lambda rng, shape: rng.normal(0.05, 0.02, shape), 0.05),
-}
+def _sparse(rate: float, lost_share: float):
+    """Items unchanged except a share `rate`, each of those losing (share `lost_share`) or gaining Beta(1,3)."""
+    def draw(rng, shape):
+        u, size = rng.random(shape), rng.beta(1, 3, shape)
+        return np.where(u < rate * lost_share, -size, np.where(u < rate, size, 0.0))
+    return draw, rate * (1 - 2 * lost_share) * 0.25
 
 
 def _f1_like(rng, shape):
@@ -236,18 +238,46 @@ def _f1_like(rng, shape):
     return np.clip(base + rng.normal(-0.02, 0.1, shape), 0, 1) - base
 
 
+def _shift(rng, shape):
+    base = rng.beta(5, 2, shape)
+    return np.clip(base - 0.05 + rng.normal(0, 0.01, shape), 0, 1) - base
+
+
+GRADED = {   # per-item difference: (draw(rng, shape), true mean, scores within [0, 1]), the truth by simulation
+    "F1-like: base Beta(2,2), cand = base + N(-0.02, 0.1) clipped": (_f1_like, None, True),
+    "every item loses ~0.05: cand = base - N(0.05, 0.01) clipped": (_shift, None, True),
+    "sparse: 95% unchanged, 5% lose Beta(1,3)": (*_sparse(0.05, 1.0), True),
+    "sparse: 90% unchanged, 10% lose Beta(1,3)": (*_sparse(0.10, 1.0), True),
+    "sparse: 80% unchanged, 20% lose Beta(1,3)": (*_sparse(0.20, 1.0), True),
+    "sparse: 90% unchanged, of 10% 80% lose, 20% gain": (*_sparse(0.10, 0.8), True),
+    "sparse: 80% unchanged, of 20% half lose, half gain": (*_sparse(0.20, 0.5), True),
+    "bits/byte-like: N(0.05, 0.02) per document": (lambda rng, shape: rng.normal(0.05, 0.02, shape), 0.05, False),
+}
+
+
+def _gate_graded(d: np.ndarray, bounded: bool) -> tuple[np.ndarray, np.ndarray]:
+    """The gate's interval per row: the t with the Bernoulli-bounded far end for scores within [0, 1]."""
+    if not bounded:
+        return _t(d)
+    ends = np.array([bounded_t_interval(row, CONFIDENCE)[:2] for row in d])
+    return ends[:, 0], ends[:, 1]
+
+
 def graded_section(sims: int, rng) -> list[str]:
-    GRADED["F1-like: base Beta(2,2), cand = base + N(-0.02, 0.1) clipped"] = (
-        _f1_like, float(_f1_like(np.random.default_rng(1), 4_000_000).mean()))
-    lines = [f"3a. graded scores, paired difference ({sims} simulated pairs of runs): coverage / mean width",
-             f"{'differences':<62}{'n':>5}  {'paired t (gate)':>18}  {'percentile bootstrap':>20}"]
-    for name, (draw, truth) in GRADED.items():
+    lines = [f"3a. graded scores, paired difference ({sims} simulated pairs of runs): coverage / mean width; "
+             "'changed': expected items that change. The gate's interval is the paired t, with the end away "
+             "from 0 at least the changed items' Bernoulli bound for scores within [0, 1] (evals/stats.py)",
+             f"{'differences':<62}{'n':>5}{'changed':>8}  {'paired t':>14}  {'gate':>14}  {'percentile bootstrap':>20}"]
+    for name, (draw, truth, bounded) in GRADED.items():
+        if truth is None:
+            truth = float(draw(np.random.default_rng(1), 4_000_000).mean())
+        changed = np.mean(draw(np.random.default_rng(2), 100_000) != 0)
         for n in (30, 100, 500):
             d = draw(rng, (sims, n))
             cells = []
-            for low, high in (_t(d), _percentile_bootstrap(d, 1000, rng)):
+            for low, high in (_t(d), _gate_graded(d, bounded), _percentile_bootstrap(d, 1000, rng)):
                 cells.append(f"{np.mean((low <= truth) & (truth <= high)):.3f} / {np.mean(high - low):.3f}")
-            lines.append(f"{name:<62}{n:>5}  {cells[0]:>18}  {cells[1]:>20}")
+            lines.append(f"{name:<62}{n:>5}{changed * n:>8.0f}  {cells[0]:>14}  {cells[1]:>14}  {cells[2]:>20}")
     return lines
 
 
@@ -307,14 +337,17 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sims", type=int, default=4000)
     ap.add_argument("--full", action="store_true", help="print every cell of the 0/1 grid")
+    ap.add_argument("--only", choices=("binary", "items", "graded", "grouped", "ratio"), help="that section alone")
     args = ap.parse_args()
     rng = np.random.default_rng(0)
     start = time.perf_counter()
-    sections = (lambda: binary_section(args.full, args.sims, rng), lambda: items_section(args.sims // 2, rng),
-                lambda: graded_section(args.sims // 2, rng), lambda: grouped_section(args.sims // 2, rng),
-                lambda: ratio_section(args.sims, rng))
-    for section in sections:
-        print("\n".join(section()) + "\n", flush=True)
+    sections = {"binary": lambda: binary_section(args.full, args.sims, rng),
+                "items": lambda: items_section(args.sims // 2, rng),
+                "graded": lambda: graded_section(args.sims // 2, rng),
+                "grouped": lambda: grouped_section(args.sims // 2, rng), "ratio": lambda: ratio_section(args.sims, rng)}
+    for name, section in sections.items():
+        if args.only in (None, name):
+            print("\n".join(section()) + "\n", flush=True)
     print(f"\n({time.perf_counter() - start:.0f} s)")
 
 

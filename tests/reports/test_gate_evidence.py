@@ -125,7 +125,7 @@ def test_significant_never_beside_p_above_alpha():
 def test_graded_scores_use_a_t_interval():
     from scipy.stats import t
 
-    base, cand = [0.5, 0.75, 1.0, 0.25, 0.5], [0.5, 0.5, 1.0, 0.0, 0.25]
+    base, cand = [5.0, 7.5, 10.0, 2.5, 5.0], [5.0, 5.0, 10.0, 0.0, 2.5]   # graded, not within [0, 1]
     s = paired_difference(base, cand)
     d = np.asarray(cand) - np.asarray(base)
     half = t.ppf(0.975, 4) * d.std(ddof=1) / math.sqrt(5)
