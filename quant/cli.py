@@ -92,7 +92,7 @@ def cmd_sweep(args) -> int:
         print(f"warning: not recorded in {db_path()}: {exc}", file=sys.stderr)
     if not location.remote:
         from reports.next_steps import next_steps
-        for line in next_steps(args.out or str(Path("runs") / recipe.name)):
+        for line in next_steps(args.out or str(Path("runs") / recipe.name), out):
             print(line)
     return _sweep_exit(results, args.only, args.allow_failed)
 

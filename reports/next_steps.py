@@ -1,19 +1,25 @@
 """What `quant sweep` prints last: the commands to run next on the run it wrote, each with the exit code it
-gives on that run (worked out here by running the same decisions, never assumed)."""
+gives on that run (worked out here by running the same decisions, never assumed). Decided when the reports are
+rendered (next-steps.json in the run directory), so an unchanged re-run imports no statistics to print them."""
 
 from __future__ import annotations
 
-from reports.choose import ChooseError, choose, recipe_max_drop
-from reports.gate import GateInputError, load_side
-from reports.gate_rules import EXIT, PASS, REGRESSION
-from reports.gate_run import run_gate
-from reports.table import tasks_of
+import json
+from pathlib import Path
 
-BAD_INPUT = 2
+from core.exit_codes import BAD_INPUT, FAILED, OK
+from core.store import write_json
+
+NEXT_STEPS = "next-steps.json"   # in the run directory, written with the reports
+RUN = "{run}"
 
 
 def gate_outcomes(run: str, variants: list[str]) -> dict[str, tuple[int, str]]:
     """Per variant: the exit code of `quant gate` against the run's baseline, and its outcome in a word."""
+    from reports.gate import GateInputError
+    from reports.gate_rules import EXIT
+    from reports.gate_run import run_gate
+
     out = {}
     for name in variants:
         try:
@@ -26,6 +32,9 @@ def gate_outcomes(run: str, variants: list[str]) -> dict[str, tuple[int, str]]:
 
 def choice(results: dict, objective: str) -> tuple[int, str]:
     """The exit code of `quant choose` with this objective, and what it picks in a few words."""
+    from reports.choose import ChooseError, choose, recipe_max_drop
+    from reports.table import tasks_of
+
     tasks = tasks_of(results)
     try:
         picks, _ = choose(results, tasks, recipe_max_drop(results, tasks), [], objective)
@@ -36,12 +45,16 @@ def choice(results: dict, objective: str) -> tuple[int, str]:
         chosen.setdefault(pick.variant if pick else "nothing", []).append(task)
     said = "; ".join(f"{name} for {'every task' if len(ts) == len(tasks) else ', '.join(ts)}"
                      for name, ts in chosen.items())
-    return (0 if all(picks.values()) else 1), said
+    return (OK if all(picks.values()) else FAILED), said
 
 
-def next_steps(run: str) -> list[str]:
-    """The lines: gate on a variant it blocks and on one it passes, diff on the blocked one, choose by
-    throughput and by memory. `run` is the run directory as the user would type it."""
+def decided(run_dir: Path) -> list[dict]:
+    """The rows: gate on a variant it blocks and on one it passes, diff on the blocked one, choose by throughput
+    and by memory; each command's arguments (RUN where the run directory goes), its exit code and a comment."""
+    from reports.gate import GateInputError, load_side
+    from reports.gate_rules import PASS, REGRESSION
+
+    run = str(run_dir)
     try:
         results, _ = load_side(run)
     except GateInputError:
@@ -53,14 +66,33 @@ def next_steps(run: str) -> list[str]:
     blocked = next((n for n in variants if gates[n][1] == REGRESSION), None)
     passed = next((n for n in variants if gates[n][1] == PASS), None)
     shown = [n for n in (blocked, passed) if n] or variants[:1]
-    rows = [(f"quant gate --baseline {run} --candidate {run}:{n}",
-             f"exit {gates[n][0]}: {'blocked, a regression' if n == blocked else gates[n][1]}") for n in shown]
+    rows = [{"args": ["gate", "--baseline", RUN, "--candidate", f"{RUN}:{n}"], "exit": gates[n][0],
+             "comment": "blocked, a regression" if n == blocked else gates[n][1]} for n in shown]
     if blocked:
-        rows.append((f"quant diff --baseline {run} --candidate {run}:{blocked}",
-                     "exit 0: the items it lost, answers side by side"))
-    for objective, flag in (("throughput", ""), ("memory", " --objective memory")):
+        rows.append({"args": ["diff", "--baseline", RUN, "--candidate", f"{RUN}:{blocked}"], "exit": OK,
+                     "comment": "the items it lost, answers side by side"})
+    for objective, flag in (("throughput", []), ("memory", ["--objective", "memory"])):
         code, said = choice(results, objective)
-        rows.append((f"quant choose {run}{flag}", f"exit {code}: {said}"))
-    width = max(len(command) for command, _ in rows)
+        rows.append({"args": ["choose", RUN, *flag], "exit": code, "comment": said})
+    return rows
+
+
+def write_next_steps(run_dir: Path) -> Path:
+    """Decide the rows once, when the reports are rendered: an unchanged re-run only reads them."""
+    path = Path(run_dir) / NEXT_STEPS
+    write_json(path, decided(Path(run_dir)))
+    return path
+
+
+def next_steps(shown: str, run_dir: Path) -> list[str]:
+    """The lines, with the run directory as the user would type it (`shown`); none where no rows were written."""
+    try:
+        rows = json.loads((Path(run_dir) / NEXT_STEPS).read_text())
+    except (OSError, ValueError):
+        return []
+    commands = [" ".join(["quant", *(a.replace(RUN, shown) for a in row["args"])]) for row in rows]
+    if not commands:
+        return []
+    width = max(map(len, commands))
     return ["Next (each with the exit code it gives on this run):"] + \
-           [f"  {command:<{width}}   # {comment}" for command, comment in rows]
+           [f"  {command:<{width}}   # exit {row['exit']}: {row['comment']}" for command, row in zip(commands, rows)]

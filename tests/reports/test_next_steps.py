@@ -8,7 +8,7 @@ import shlex
 import subprocess
 import sys
 
-from reports.next_steps import next_steps
+from reports.next_steps import next_steps, write_next_steps
 from tests.fixtures import variant, write_items, write_run
 from tests.helpers import REPO
 
@@ -36,7 +36,8 @@ def test_the_blocked_variant_the_passing_one_and_the_picks(tmp_path, monkeypatch
                          tok_s={"bf16": 100, "small-ok": 90, "lossy": 500, "fast-ok": 150},
                          sizes={"bf16": 8, "small-ok": 2, "lossy": 1, "fast-ok": 4})
     monkeypatch.chdir(tmp_path)
-    lines = next_steps("run")
+    write_next_steps(run)
+    lines = next_steps("run", run)
     said = {command: (code, comment) for command, code, comment in stated(lines)}
     assert said["quant gate --baseline run --candidate run:lossy"][0] == 1
     assert said["quant gate --baseline run --candidate run:small-ok"] == (0, "pass")
@@ -51,14 +52,14 @@ def test_the_blocked_variant_the_passing_one_and_the_picks(tmp_path, monkeypatch
 
 def test_nothing_blocked_no_diff_and_the_gate_shown_passes(tmp_path, monkeypatch):
     base = [1] * 200
-    run_with_items(tmp_path, {"bf16": base, "q": base}, tok_s={"bf16": 100, "q": 90}, sizes={"bf16": 8, "q": 2})
-    monkeypatch.chdir(tmp_path)
-    commands = [c for c, _, _ in stated(next_steps("run"))]
-    assert commands[0] == "quant gate --baseline run --candidate run:q"
+    run = run_with_items(tmp_path, {"bf16": base, "q": base}, tok_s={"bf16": 100, "q": 90}, sizes={"bf16": 8, "q": 2})
+    write_next_steps(run)
+    commands = [c for c, _, _ in stated(next_steps("runs/x", run))]
+    assert commands[0] == "quant gate --baseline runs/x --candidate runs/x:q"   # the run as the user names it
     assert not any(c.startswith("quant diff") for c in commands)
 
 
-def test_a_run_of_the_baseline_alone_has_no_next_steps(tmp_path, monkeypatch):
-    write_run(tmp_path / "run", {"bf16": variant({"math": 0.9})})
-    monkeypatch.chdir(tmp_path)
-    assert next_steps("run") == [] and next_steps("nosuchrun") == []
+def test_a_run_of_the_baseline_alone_has_no_next_steps(tmp_path):
+    run = write_run(tmp_path / "run", {"bf16": variant({"math": 0.9})})
+    write_next_steps(run)
+    assert next_steps("run", run) == [] and next_steps("x", tmp_path / "nosuchrun") == []
