@@ -84,10 +84,11 @@ def write_next_steps(run_dir: Path) -> Path:
     return path
 
 
-def next_steps(shown: str, run_dir: Path) -> list[str]:
-    """The lines, with the run directory as the user would type it (`shown`); none where no rows were written."""
+def next_steps(shown: str, run_dir: Path | None = None) -> list[str]:
+    """The lines, with the run directory as the user would type it (`shown`; `run_dir` where it lies, if
+    elsewhere); none where no rows were written."""
     try:
-        rows = json.loads((Path(run_dir) / NEXT_STEPS).read_text())
+        rows = json.loads((Path(run_dir or shown) / NEXT_STEPS).read_text())
     except (OSError, ValueError):
         return []
     commands = [" ".join(["quant", *(a.replace(RUN, shown) for a in row["args"])]) for row in rows]
