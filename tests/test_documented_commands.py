@@ -1,6 +1,8 @@
 """Every command in README.md and docs/*.md that reads the demo's run (`runs/demo`) runs, against a recorded run
-of `make demo` (tests/data/demo_run: results.json and the per-item files), with the exit code its `# exit N`
-comment states (0 where it states none), so the names in the examples exist and the outcomes are true."""
+of `make demo` (tests/data/demo_run: results.json and the per-item files of `quant sweep recipes/demo.yaml` on a
+2-core AVX-512 CPU, with `execution: {quantize_ahead: false}` added since other work kept the machine busy), with
+the exit code its `# exit N` comment states (0 where it states none), so the names in the examples exist and the
+outcomes are true. Regenerate it after changing the demo: sweep, then copy results.json and variants/*/evals."""
 
 from __future__ import annotations
 
