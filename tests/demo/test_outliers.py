@@ -53,7 +53,8 @@ def test_the_shipped_checkpoint_is_the_transform_of_the_demo_model():
     """SCALE is a power of two: in bfloat16 the products are exact, so the shipped weights match bit for bit."""
     from safetensors.torch import load_file
     assert SCALE == 2 ** round(torch.log2(torch.tensor(SCALE)).item())
-    original, shipped = load_file(DEMO_MODEL_DIR / "model.safetensors"), load_file(DEMO_OUTLIERS_DIR / "model.safetensors")
+    original = load_file(DEMO_MODEL_DIR / "model.safetensors")
+    shipped = load_file(DEMO_OUTLIERS_DIR / "model.safetensors")
     assert original.keys() == shipped.keys()
     idx = torch.tensor(CHANNELS)
     for name, weight in original.items():
