@@ -6,3 +6,5 @@ the calibration source "demo" (calibration.py). Like core/, it imports no other 
 from pathlib import Path
 
 DEMO_MODEL_DIR = Path(__file__).resolve().parent / "model"
+# The same model with outlier channels in its activations (outliers.py; `model: demo-outliers`).
+DEMO_OUTLIERS_DIR = Path(__file__).resolve().parent / "model-outliers"

@@ -90,6 +90,10 @@ def cmd_sweep(args) -> int:
         print(f"recorded as run {record(results, out, Path(args.recipe))} (quant history)")
     except (OSError, sqlite3.Error) as exc:  # the results are on disk; history is a convenience
         print(f"warning: not recorded in {db_path()}: {exc}", file=sys.stderr)
+    if not location.remote:
+        from reports.next_steps import next_steps
+        for line in next_steps(args.out or str(Path("runs") / recipe.name), out):
+            print(line)
     return _sweep_exit(results, args.only, args.allow_failed)
 
 
@@ -283,6 +287,11 @@ def cmd_demo(args) -> int:
         from evals.task_facts import shipped_data, task_dir
         for task, path in write_test_sets(lambda task: shipped_data(task_dir(task))).items():
             print(f"{task}: {path}")
+    elif args.what == "build-outliers":
+        from demo.outliers import build_outlier_model, stats_lines
+        from demo import DEMO_OUTLIERS_DIR
+        stats = build_outlier_model(out=Path(args.out) if args.out else DEMO_OUTLIERS_DIR)
+        print("\n".join(stats_lines(stats)))
     else:
         import torch
         from demo.train import DEMO_MODEL_DIR, build_demo_model

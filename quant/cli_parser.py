@@ -181,8 +181,11 @@ def build(handlers: dict[str, Callable], version: str) -> argparse.ArgumentParse
     x.add_argument("--allow-unisolated-code", action="store_true", help=UNISOLATED_HELP)
 
     d = _command(sub, "demo", "rebuild the shipped demo assets", handlers["demo"])
-    d.add_argument("what", choices=["build-tasks", "build-model"], help="the demo task sets or the demo model")
-    d.add_argument("--out", help="build-model: where to write the checkpoint (default demo/model)")
+    d.add_argument("what", choices=["build-tasks", "build-model", "build-outliers"],
+                   help="the demo task sets, the demo model, or the demo model with outlier channels "
+                        "(demo/model-outliers, from demo/model)")
+    d.add_argument("--out", help="build-model, build-outliers: where to write the checkpoint (default "
+                                 "demo/model, demo/model-outliers)")
     d.add_argument("--device", default="cpu", help="build-model on cpu (default; the shipped checkpoint) or cuda")
     for command in sub.choices.values():
         logs.add_arguments(command)

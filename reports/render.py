@@ -33,6 +33,7 @@ def _render(out: Path, results: dict) -> list[Path]:
     from core.store import write_text
     from reports.html import render_html
     from reports.markdown import render_markdown
+    from reports.next_steps import write_next_steps
     from reports.perf_csv import write_perf_csv
     from reports.plots import render_pareto_png
     from reports.vllm_bench import write_vllm_bench
@@ -43,7 +44,7 @@ def _render(out: Path, results: dict) -> list[Path]:
     write_text(md, render_markdown(document, out))
     render_pareto_png(document, png)
     write_text(page, render_html(document, png, out))
-    return [md, png, page, write_perf_csv(out, results), *write_vllm_bench(out, results)]
+    return [md, png, page, write_perf_csv(out, results), *write_vllm_bench(out, results), write_next_steps(out)]
 
 
 def reports_key(out: Path, results: dict) -> str:

