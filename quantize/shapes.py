@@ -8,27 +8,15 @@ from __future__ import annotations
 import math
 import re
 from collections import defaultdict
-from functools import lru_cache
 from pathlib import Path
 
 from core.hashing import file_digest, versions
 from core.memo import remembered, source_digest
 from core.recipe import Variant
+from quantize.modules import LAYER, meta_model
 from quantize.schemes import Problem, preset, quant_fields, weight_args_of
 
 GROUP_SIZES = (1024, 512, 256, 128, 64, 32, 16, 8)   # the sizes suggested when one does not fit
-LAYER = re.compile(r"^(.*?layers\.)(\d+)\.(.+)$")
-
-
-@lru_cache(maxsize=4)
-def meta_model(model_dir: str):
-    """The model's modules with no storage behind them (seconds for any size; config.json only)."""
-    import torch
-    from transformers import AutoConfig, AutoModelForCausalLM
-
-    config = AutoConfig.from_pretrained(model_dir)
-    with torch.device("meta"):
-        return AutoModelForCausalLM.from_config(config)
 
 
 def scheme_groups(variant: Variant) -> dict[str, tuple[tuple, list[str], object]]:
