@@ -63,15 +63,12 @@ def check_file(path: str | Path, engine: bool = True) -> tuple[Recipe, Findings]
 
 def check_for_sweep(path: str | Path, allow_unisolated_code: bool = False) -> tuple[Recipe, Findings]:
     """check_file, then where generated code would run (`quant validate`: what a sweep checks before work)."""
-    from evals.registry import check_code_isolation
-    from evals.sandbox import IsolationRequired, permit_unisolated
+    import evals.validate
 
     recipe, findings = check_file(path)
-    with permit_unisolated(allow_unisolated_code or recipe.allow_unisolated_code):
-        try:
-            check_code_isolation(recipe.tasks)
-        except IsolationRequired as exc:
-            raise RecipeError(f"{path}: {exc}", str(path)) from None
+    problem = evals.validate.isolation_problem(recipe.tasks, allow_unisolated_code or recipe.allow_unisolated_code)
+    if problem is not None:
+        raise RecipeError(f"{path}: {problem}", str(path))
     return recipe, findings
 
 

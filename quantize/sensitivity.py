@@ -114,13 +114,18 @@ def units_by_name(linears: list[str], by: str, ignore: list[str] = ()) -> dict[s
     return units
 
 
-def rule_problems(spec, linears: dict[str, tuple[int, int]], ignore: list[str], weights: dict) -> list[str]:
+def rule_problems(spec, linears: dict[str, tuple[int, int]], ignore: list[str], weights: dict,
+                  keep_unfit: bool = False) -> list[str]:
     """What keeps a sensitivity rule from being met on this model, before any unit is scored: `keep_top` of
     at least the units there are (every Linear would stay 16-bit), or a `max_bits_per_weight` outside the
     bits per weight the scheme reaches (weights: its num_bits, symmetric, strategy, group_size), from every
-    unit quantized up to, not including, every unit kept (16)."""
+    unit quantized up to, not including, every unit kept (16). keep_unfit (`unfit_groups: keep`): Linears
+    whose in_features the group size does not divide stay 16-bit and are not ranked, as in the analysis."""
     from types import SimpleNamespace
 
+    size = weights.get("group_size") if weights.get("strategy") in ("group", "tensor_group") else None
+    if keep_unfit and size:
+        ignore = [*ignore, *(n for n, (_, columns) in linears.items() if columns >= size and columns % size)]
     units = units_by_name(list(linears), spec.by, ignore)
     if not units:
         return []   # nothing to rank: the variant's own checks say why

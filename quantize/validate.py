@@ -53,30 +53,38 @@ def _variant(variant: Variant, model_dir: Path | None) -> tuple[list[Problem], l
     if model_dir is None:
         return [], [], [], needs_data
     try:
-        errors, notes = _against_model(variant, model_dir)
+        modules, errors, notes = _against_model(variant, model_dir)
     except Exception as exc:  # noqa: BLE001 - an architecture we cannot build on the meta device
         return [], [], [f"module names, group sizes and sensitivity rules not checked: the model's modules could "
                         f"not be built from config.json ({type(exc).__name__}: {str(exc)[:200]})"], needs_data
+    if not errors and variant.sensitivity is not None:
+        errors = _sensitivity_problems(variant, modules)
     return errors, notes, [], needs_data
 
 
-def _against_model(variant: Variant, model_dir: Path) -> tuple[list[Problem], list[str]]:
-    """Module entries first (a typo there makes every later answer about the wrong Linears), then group sizes,
-    then the sensitivity rule."""
-    from quantize import schemes, shapes
+def _against_model(variant: Variant, model_dir: Path) -> tuple[object, list[Problem], list[str]]:
+    """(the model's modules, errors, notes): module entries first (a typo there makes every later answer
+    about the wrong Linears), then group sizes."""
+    from quantize import shapes
     from quantize.modules import model_modules
-    from quantize.sensitivity import rule_problems
 
     modules = model_modules(model_dir)
     errors = _entry_problems(variant, modules)
     if errors:
-        return errors, []
+        return modules, errors, []
     errors, notes = shapes.problems(model_dir, variant)
-    if errors or variant.sensitivity is None:
-        return errors, notes
+    return modules, errors, notes
+
+
+def _sensitivity_problems(variant: Variant, modules) -> list[Problem]:
+    from quantize import schemes
+    from quantize.sensitivity import rule_problems
+
     weights = schemes.weight_facts(variant.scheme, variant.weights)
-    rules = rule_problems(variant.sensitivity, modules.linears, list(variant.ignore), weights) if weights else []
-    return [(("sensitivity",), message) for message in rules], notes
+    if weights is None:
+        return []
+    return [(("sensitivity",), message) for message in rule_problems(
+        variant.sensitivity, modules.linears, list(variant.ignore), weights, keep_unfit=variant.unfit_groups == "keep")]
 
 
 def _entry_problems(variant: Variant, modules) -> list[Problem]:

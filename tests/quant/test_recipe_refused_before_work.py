@@ -183,3 +183,22 @@ def test_sensitivity_range_is_what_the_ranking_would_compute():
 ])
 def test_verbatim_recipe_problems(text, problems):
     assert recipe_problems(text, modifier_index()) == problems
+
+
+def test_keep_top_counts_the_units_left_after_unfit_groups_keep(tmp_path):
+    """On hidden 576, group 128 fits only down_proj (in_features 1536): with `unfit_groups: keep` the rest stay
+    16-bit and are not ranked, as the sensitivity stage ranks them (after the policy)."""
+    from transformers import LlamaConfig
+
+    from quantize.shapes import with_policy
+
+    LlamaConfig(hidden_size=576, intermediate_size=1536, num_hidden_layers=2, num_attention_heads=9,
+                num_key_value_heads=3, vocab_size=1024, tie_word_embeddings=True).save_pretrained(tmp_path)
+    variant = Variant(name="a", scheme="W4A16", unfit_groups="keep", sensitivity={"keep_top": 2})
+    model, modules = meta_model(str(tmp_path)), model_modules(tmp_path)
+    planned, _ = with_policy(model, variant)
+    ranked = len(units_of(model, "module", planned.ignore))
+    facts = {"num_bits": 4, "symmetric": True, "strategy": "group", "group_size": 128}
+    (message,) = rule_problems(variant.sensitivity, modules.linears, variant.ignore, facts, keep_unfit=True)
+    assert ranked == 2 and f"the variant ranks {ranked} units (by module)" in message
+    assert rule_problems(Sensitivity(keep_top=1), modules.linears, variant.ignore, facts, keep_unfit=True) == []
