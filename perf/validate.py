@@ -30,7 +30,7 @@ def check(engine: Engine, variants: list[tuple[int, Variant]]) -> tuple[Found, s
         return found, None
     try:
         facts = engine_facts_once(python, engine.env)
-        flags = engine_flags_known(python, facts, engine.env)
+        flags = engine_flags_known(python, facts, engine.env, [values for _, values in args])
     except FlagsUnknown as exc:
         found.warnings.append((("engine", "args"), f"engine arguments not checked against the engine's flags: {exc}"))
         return found, None

@@ -93,17 +93,24 @@ def cache_dir() -> Path:
     return Path(os.environ.get("QUANT_ENGINE_FLAGS_DIR") or Path.home() / ".cache" / "quant-suite" / "engine-flags")
 
 
-def engine_flags_known(python: str, facts: dict, env: dict[str, str] | None = None) -> dict[str, dict]:
+def engine_flags_known(python: str, facts: dict, env: dict[str, str] | None = None,
+                       args: list[dict[str, Any]] = ()) -> dict[str, dict]:
     """{"--flag": {takes_value, choices, type}} of the engine at `python` (facts: perf.engines.vllm.engine_facts),
-    cached per engine distribution and version; FlagsUnknown when the probe cannot read them."""
+    cached per engine distribution and version; FlagsUnknown when the probe cannot read them. Where the probe
+    runs, it parses `args` too (refused_values then finds their verdicts cached): one start of the engine's
+    python, not two."""
     cached = _cache_file(facts)
     if cached is not None and cached.is_file():
         try:
             return json.loads(cached.read_text())
         except ValueError:
             pass   # a damaged cache file: probe again
-    flags, _ = _probe(python, env, [])
+    argvs = _argvs(args)
+    flags, verdicts = _probe(python, env, [json.loads(a) for a in sorted({a for some in argvs for a in some.values()})])
     _write(cached, flags)
+    if verdicts:
+        values = _cache_file(facts, "values")
+        _write(values, {**(_read(values) or {}), **verdicts})
     return flags
 
 
@@ -113,18 +120,22 @@ def refused_values(python: str, facts: dict, env: dict[str, str] | None,
     argument parsed alone as the sweep passes it (perf.engines.vllm.engine_flags). Verdicts are cached per
     engine version and argument: the engine's python is started only for values not parsed before, all of
     them in one run. FlagsUnknown when the parser cannot be reached."""
-    from perf.engines.vllm import engine_flags
-
-    argvs = [{key: engine_flags({key: value}) for key, value in some.items() if value is not None} for some in args]
+    argvs = _argvs(args)
     cached = _cache_file(facts, "values")
     verdicts = _read(cached) or {}
-    missing = sorted({json.dumps(argv) for some in argvs for argv in some.values()} - verdicts.keys())
+    missing = sorted({argv for some in argvs for argv in some.values()} - verdicts.keys())
     if missing:
         _, found = _probe(python, env, [json.loads(m) for m in missing])
         verdicts = {**(_read(cached) or {}), **found}
         _write(cached, verdicts)
-    return [{key: verdicts[json.dumps(argv)] for key, argv in some.items() if verdicts.get(json.dumps(argv))}
-            for some in argvs]
+    return [{key: verdicts[argv] for key, argv in some.items() if verdicts.get(argv)} for some in argvs]
+
+
+def _argvs(args) -> list[dict[str, str]]:
+    """Per dict of arguments, {key: the argv the sweep passes for it, as JSON} (None: not passed)."""
+    from perf.engines.vllm import engine_flags
+    return [{key: json.dumps(engine_flags({key: value})) for key, value in some.items() if value is not None}
+            for some in args]
 
 
 def _read(path: Path | None) -> dict | None:

@@ -202,3 +202,20 @@ def test_keep_top_counts_the_units_left_after_unfit_groups_keep(tmp_path):
     (message,) = rule_problems(variant.sensitivity, modules.linears, variant.ignore, facts, keep_unfit=True)
     assert ranked == 2 and f"the variant ranks {ranked} units (by module)" in message
     assert rule_problems(Sensitivity(keep_top=1), modules.linears, variant.ignore, facts, keep_unfit=True) == []
+
+
+def test_engine_values_are_parsed_with_the_flags_and_remembered(tmp_path, monkeypatch):
+    """The probe that reads the engine's flags parses the recipe's values too; a value parsed before is answered
+    from the cache (here by a python that could not answer), one never parsed starts the engine's python."""
+    from perf.engines.flags import FlagsUnknown, engine_flags_known, refused_values
+    from perf.engines.vllm import engine_facts, resolve_engine_python
+
+    monkeypatch.setenv("QUANT_ENGINE_FLAGS_DIR", str(tmp_path))
+    python = resolve_engine_python(None)
+    facts = engine_facts(python)
+    args = [{"max_model_len": "long", "enforce_eager": True}, {"max_model_len": "1k", "max_num_seqs": None}]
+    assert "--max-model-len" in engine_flags_known(python, facts, None, args)
+    assert refused_values("/bin/false", facts, None, args) == [
+        {"max_model_len": "argument --max-model-len: invalid human_readable_int_or_auto value: 'long'"}, {}]
+    with pytest.raises(FlagsUnknown):
+        refused_values("/bin/false", facts, None, [{"max_model_len": "2k"}])
