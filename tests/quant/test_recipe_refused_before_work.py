@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -68,17 +67,16 @@ def bad_recipe(tmp_path: Path, *kinds: str) -> Path:
     return path
 
 
-def quant(tmp_path: Path, *argv: str) -> tuple[subprocess.CompletedProcess, float]:
-    started = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "quant.cli", *argv], capture_output=True, text=True, cwd=tmp_path,
+def quant(tmp_path: Path, *argv: str) -> subprocess.CompletedProcess:
+    """`quant ARGV` in a fresh interpreter, run in tmp_path (times: benchmarks/validate_time.py)."""
+    return subprocess.run([sys.executable, "-m", "quant.cli", *argv], capture_output=True, text=True, cwd=tmp_path,
                           timeout=600, env={**os.environ, "PYTHONPATH": str(REPO)})
-    return proc, time.perf_counter() - started
 
 
 @pytest.mark.parametrize("kind", list(KINDS))
 def test_each_kind_is_one_line_exit_2_and_nothing_written(tmp_path, kind):
     path = bad_recipe(tmp_path, kind)
-    proc, _ = quant(tmp_path, "validate", str(path))
+    proc = quant(tmp_path, "validate", str(path))
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert "Traceback" not in proc.stderr and proc.stdout == ""
     (line,) = proc.stderr.splitlines()
@@ -89,7 +87,7 @@ def test_each_kind_is_one_line_exit_2_and_nothing_written(tmp_path, kind):
 
 def test_a_sweep_reports_every_kind_at_once_before_any_work(tmp_path):
     path = bad_recipe(tmp_path, *KINDS)
-    proc, _ = quant(tmp_path, "sweep", str(path), "--out", str(tmp_path / "run"), "--cache-dir", str(tmp_path / "c"))
+    proc = quant(tmp_path, "sweep", str(path), "--out", str(tmp_path / "run"), "--cache-dir", str(tmp_path / "c"))
     assert proc.returncode == 2, proc.stderr[-3000:]
     assert "Traceback" not in proc.stderr
     header, *lines = proc.stderr.splitlines()
@@ -128,7 +126,7 @@ def test_entry_problems(entry, message):
     assert found == message if message is None else message in found, found
 
 
-def test_a_default_ignore_that_matches_nothing_says_it_is_the_default(tmp_path):
+def test_a_default_ignore_that_matches_nothing_says_it_is_the_default():
     from quantize.modules import Modules
     from quantize.validate import _entry_problems
 
