@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from core.hashing import digest
-from core.store import owner_tag
+from core.owners import owner_tag
 
 _URL = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*://")
 _TEMPORARY = re.compile(r"^\..+\.tmp$")

@@ -28,7 +28,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from evals.sandbox import NOBODY, interpreter, python_dirs
+from evals.interpreter import NOBODY, interpreter, python_dirs
 
 LAUNCHER = (Path(__file__).resolve().parent / "sandbox_launcher.py").read_text()
 HIDDEN_HOMES = ("/root", "/home")

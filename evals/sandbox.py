@@ -24,14 +24,14 @@ import functools
 import os
 import shutil
 import subprocess
-import sys
 import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from evals.interpreter import NOBODY, interpreter, python_dirs
+
 CGROUP_ROOT = Path("/sys/fs/cgroup")
-NOBODY = 65534
 OPT_IN = ("install bubblewrap (`apt-get install bubblewrap`), or opt in to running it unisolated on this "
           "host with --allow-unisolated-code or the recipe's `allow_unisolated_code: true`")
 
@@ -80,11 +80,6 @@ class Capabilities:
         return self.cgroup_v2 is not None or "pids" in self.cgroup_v1 or os.geteuid() != 0
 
 
-def python_dirs() -> list[str]:
-    """Directories the sandboxed interpreter needs: its prefix (stdlib, libpython)."""
-    return sorted({sys.base_prefix, os.path.dirname(os.path.dirname(interpreter()))})
-
-
 def bwrap_argv(bwrap: str, work_bytes: int) -> list[str]:
     argv = [bwrap, "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
             "--uid", str(NOBODY), "--gid", str(NOBODY), "--hostname", "sandbox"]
@@ -99,10 +94,6 @@ def bwrap_argv(bwrap: str, work_bytes: int) -> list[str]:
              "--size", str(work_bytes), "--tmpfs", "/tmp",
              "--size", str(work_bytes), "--tmpfs", "/sandbox", "--remount-ro", "/", "--chdir", "/sandbox"]
     return argv
-
-
-def interpreter() -> str:
-    return os.path.realpath(sys.executable)
 
 
 def _bwrap_works(bwrap: str) -> bool:
@@ -138,7 +129,7 @@ def capabilities() -> Capabilities:
     v2, v1 = _writable_cgroups()
     if bwrap and _bwrap_works(bwrap):
         return Capabilities(bwrap, v2, v1)
-    from evals.fallback import available_layers  # it builds on this module
+    from evals.fallback import available_layers
     return Capabilities(None, v2, v1, available_layers())
 
 

@@ -46,15 +46,14 @@ def ranking(cache: Cache, reporter, model_dir: Path, model_key: str, recipe: Rec
 def _weight_args(variant: Variant) -> dict:
     """The variant's weight QuantizationArgs as JSON, remembered by content (compressed-tensors imports torch:
     a cached ranking needs neither)."""
-    from quantize import sensitivity
-    from quantize.backends import llmcompressor
+    from quantize import schemes, sensitivity
     from quantize.schemes import quant_fields
 
     def compute() -> dict:
         return sensitivity.weight_args(variant).model_dump(mode="json", exclude_none=True)
 
     key = (quant_fields(variant), versions("compressed-tensors"),
-           source_digest(sensitivity.__file__, llmcompressor.__file__))
+           source_digest(sensitivity.__file__, schemes.__file__))
     return remembered("sensitivity-weight-args", key, compute)
 
 

@@ -1,27 +1,25 @@
 """Everything knowable before work starts, checked before work starts and reported together: the recipe's
-schema (every error, not the first), then, on every part that parsed, the model, the engine's interpreter,
-task names and data files, scheme names and algorithm/scheme combinations, group sizes against the model's
-Linear shapes, verbatim recipes and checkpoints, the calibration source, engine arguments against the engine's
-own flags, and the checks across sections (quant/recipe_checks.py). One line per problem:
-`file:line: field: message`. The stage modules own the checks (quantize/schemes.py, quantize/shapes.py,
-quantize/calibration.py, evals/registry.py, perf/engines/flags.py); this module runs them and locates what
-they find."""
+schema (every error, not the first), then, on every part that parsed, each stage's own check of its part
+(quantize/validate.py: schemes, module names, group sizes, sensitivity rules, verbatim recipes, checkpoints,
+the calibration source; evals/validate.py: task names; perf/validate.py: the engine's interpreter and its
+arguments, names and values, by the engine's own parser), the model and hub data they stand on, and the
+checks across sections (quant/recipe_checks.py). One line per problem: `file:line: field: message`. This
+module collects what the stages find and locates it in the recipe file."""
 
 from __future__ import annotations
 
-import functools
 import importlib.util
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from core.recipe_perf import Perf
-
+from core.checks import Found
 from core.recipe import (Calibration, Engine, Execution, Gates, Recipe, RecipeError, Task, Variant, by_line, locate,
                          read_recipe_text, read_yaml, schema_problems)
+from core.recipe_perf import Perf
+from perf.validate import engine_facts_once  # noqa: F401 - the sweep's start asks the engine once, as validation did
 
 
 @dataclass
@@ -65,15 +63,12 @@ def check_file(path: str | Path, engine: bool = True) -> tuple[Recipe, Findings]
 
 def check_for_sweep(path: str | Path, allow_unisolated_code: bool = False) -> tuple[Recipe, Findings]:
     """check_file, then where generated code would run (`quant validate`: what a sweep checks before work)."""
-    from evals.registry import check_code_isolation
-    from evals.sandbox import IsolationRequired, permit_unisolated
+    import evals.validate
 
     recipe, findings = check_file(path)
-    with permit_unisolated(allow_unisolated_code or recipe.allow_unisolated_code):
-        try:
-            check_code_isolation(recipe.tasks)
-        except IsolationRequired as exc:
-            raise RecipeError(f"{path}: {exc}", str(path)) from None
+    problem = evals.validate.isolation_problem(recipe.tasks, allow_unisolated_code or recipe.allow_unisolated_code)
+    if problem is not None:
+        raise RecipeError(f"{path}: {problem}", str(path))
     return recipe, findings
 
 
@@ -130,79 +125,38 @@ def _valid_items(model: type[BaseModel], values: Any) -> list[tuple[int, Any]]:
 
 
 def _check(parts: Parts, recipe_dir: Path | None, text: str, source: str, engine: bool) -> Findings:
-    from evals.registry import task_problems
+    """Each stage's own check of its part (quantize/validate.py, evals/validate.py, perf/validate.py), the model
+    and hub data they stand on, and the checks across sections; every finding located in the recipe file."""
+    import evals.validate
+    import perf.validate
+    import quantize.validate
 
     found = Findings()
 
     def add(bucket: list[str], loc: tuple, message: str) -> None:
         bucket.append(locate(text, source, loc, message))
 
+    def collect(stage: Found) -> None:
+        for bucket, problems in ((found.errors, stage.errors), (found.warnings, stage.warnings),
+                                 (found.notes, stage.notes)):
+            for loc, message in problems:
+                add(bucket, loc, message)
+
     model_dir = _model_dir(parts, recipe_dir, add, found) if parts.model is not None else None
     if engine and parts.engine is not None:
-        _engine(parts, add, found)
+        stage, found.engine_flags = perf.validate.check(parts.engine, parts.variants)
+        collect(stage)
     _cross(parts, add, found)
     if parts.execution and parts.execution.executor == "ray" and importlib.util.find_spec("ray") is None:
         add(found.errors, ("execution", "executor"), "the ray executor needs Ray: pip install 'quant-suite[ray]' "
             "(make setup installs it)")
-    unresolved = task_problems([t for _, t in parts.tasks])
-    for i, message in unresolved:
-        add(found.errors, ("tasks", parts.tasks[i][0]), message)
-    for place, message in _task_data_problems([t for i, t in enumerate(parts.tasks) if i not in dict(unresolved)]):
+    tasks = evals.validate.check(parts.tasks)
+    collect(tasks)
+    unresolved = {loc[1] for loc, _ in tasks.errors}
+    for place, message in _task_data_problems([(i, t) for i, t in parts.tasks if i not in unresolved]):
         add(found.errors, ("tasks", place), message)
-    calibrating = []
-    for i, variant in parts.variants:
-        errors, notes, warnings, needs_data = _variant(variant, model_dir)
-        for loc, message in errors:
-            add(found.errors, ("variants", i) + loc, message)
-        for bucket, messages in ((found.notes, notes), (found.warnings, warnings)):
-            for message in messages:
-                add(bucket, ("variants", i), f"{variant.name}: {message}")
-        if needs_data:
-            calibrating.append(variant.name)
-    if parts.calibration is not None and calibrating:
-        from quantize.calibration import source_problems
-        for message in source_problems(parts.calibration, model_dir):
-            add(found.errors, ("calibration", "source"), f"{message} (needed by {', '.join(calibrating)})")
+    collect(quantize.validate.check(parts.variants, parts.calibration, model_dir))
     return found
-
-
-def _engine(parts: Parts, add, found: Findings) -> None:
-    """The engine's interpreter, then every engine argument against the flags its server accepts."""
-    from perf.engines.flags import FlagsUnknown, engine_flags_known, flag_problems
-    from perf.engines.process import EngineStartError
-    from perf.engines.vllm import resolve_engine_python
-
-    try:
-        python = resolve_engine_python(parts.engine.python)
-    except EngineStartError as exc:
-        add(found.errors, ("engine", "python"), str(exc))
-        return
-    args = [(("engine", "args"), parts.engine.args)] + [(("variants", i, "engine_args"), v.engine_args)
-                                                       for i, v in parts.variants]
-    if not any(values for _, values in args):
-        return
-    try:
-        facts = engine_facts_once(python, parts.engine.env)
-        flags = engine_flags_known(python, facts, parts.engine.env)
-    except FlagsUnknown as exc:
-        add(found.warnings, ("engine", "args"), f"engine arguments not checked against the engine's flags: {exc}")
-        return
-    found.engine_flags = f"{facts['distribution'] or 'the engine'} {facts['version'] or ''}".strip()
-    for where, values in args:
-        for key, message in flag_problems(values, flags):
-            add(found.errors, where + (key,), message)
-
-
-def engine_facts_once(python: str, env: dict[str, str]) -> dict:
-    """perf.engines.vllm.engine_facts, asked once per interpreter and environment in this process: validation
-    and the sweep's start both need them, and each asking starts the engine's python."""
-    return dict(_facts(python, tuple(sorted({**os.environ, **env}.items()))))
-
-
-@functools.lru_cache(maxsize=8)
-def _facts(python: str, environment: tuple) -> tuple:
-    from perf.engines.vllm import engine_facts
-    return tuple(engine_facts(python, dict(environment)).items())
 
 
 def _cross(parts: Parts, add, found: Findings) -> None:
@@ -251,35 +205,3 @@ def _task_data_problems(tasks: list[tuple[int, Task]]) -> list[tuple[int, str]]:
         if source is not None and (problem := dataset_problem(*source)) is not None:
             found.append((i, f"{task.name}: {problem}"))
     return found
-
-
-def _variant(variant: Variant, model_dir: Path | None) -> tuple[list[tuple[tuple, str]], list[str], list[str], bool]:
-    """(errors, notes, warnings, whether it needs calibration data) for one variant."""
-    from quantize import schemes, shapes
-    from quantize.backends import get_backend
-    from quantize.backends.llmcompressor import recipe_text
-
-    if variant.checkpoint is not None:
-        ok = Path(variant.checkpoint).expanduser().is_dir()
-        return ([] if ok else [(("checkpoint",), f"no such directory: {variant.checkpoint}")]), [], [], False
-    if variant.recipe is not None:
-        try:
-            recipe_text(variant)
-        except FileNotFoundError as exc:
-            return [(("recipe",), str(exc))], [], [], False
-        return [], [], [], True
-    if not variant.quantized:
-        return [], [], [], False
-    errors = schemes.problems(variant)
-    if errors:
-        return errors, [], [], False
-    notes: list[str] = []
-    warnings: list[str] = []
-    if model_dir is not None:
-        try:
-            errors, notes = shapes.problems(model_dir, variant)
-        except Exception as exc:  # noqa: BLE001 - an architecture we cannot build on the meta device
-            warnings = [f"group sizes not checked: the model's modules could not be built from config.json "
-                        f"({type(exc).__name__}: {str(exc)[:200]})"]
-    needs_data = get_backend(variant.backend).needs_calibration(variant) or variant.sensitivity is not None
-    return errors, notes, warnings, needs_data

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import difflib
 from functools import lru_cache
+from typing import Any
 
 from core.hashing import versions
 from core.memo import remembered, source_digest
-from core.recipe import Variant
+from core.recipe import Variant, WeightSpec
 
 Problem = tuple[tuple, str]   # (where in the variant, e.g. ("groups", 1, "scheme"); message)
 
@@ -44,23 +45,53 @@ def _schemes(variant: Variant) -> list[tuple[tuple, str | None, object]]:
     return []
 
 
+def weight_args(spec: WeightSpec) -> dict[str, Any]:
+    """A WeightSpec as compressed-tensors QuantizationArgs fields."""
+    args: dict[str, Any] = {"num_bits": spec.num_bits, "type": spec.type, "symmetric": spec.symmetric,
+                            "strategy": spec.strategy, "dynamic": False}
+    if spec.strategy == "group":
+        if not spec.group_size:
+            raise ValueError("weights.strategy group needs weights.group_size")
+        args["group_size"] = spec.group_size
+    return args
+
+
 def weight_args_of(name: str | None, spec) -> object:
     """compressed-tensors QuantizationArgs of a preset's or a custom spec's weights (None: not quantized)."""
     if name is not None:
         return preset(name).weights
     from compressed_tensors.quantization import QuantizationArgs
-
-    from quantize.backends.llmcompressor import weight_args
     return QuantizationArgs(**weight_args(spec))
+
+
+def weight_facts(name: str | None, spec: WeightSpec | None) -> dict | None:
+    """What a weight's stored size depends on (num_bits, symmetric, strategy, group_size) for a preset or a
+    custom spec; None where the preset leaves weights alone. A preset's is remembered per compressed-tensors
+    version: a check of any variant with that preset imports nothing."""
+    if name is None:
+        return {k: v for k, v in weight_args(spec).items() if k in _WEIGHT_FACTS}
+
+    def compute() -> dict | None:
+        args = preset(name).weights
+        return None if args is None else {k: getattr(args, k) for k in _WEIGHT_FACTS}
+    return remembered("weight-facts", (name.upper(), versions("compressed-tensors"), source_digest(__file__)),
+                      compute)
+
+
+_WEIGHT_FACTS = ("num_bits", "symmetric", "strategy", "group_size")
 
 
 def problems(variant: Variant) -> list[Problem]:
     """Everything wrong with the variant's schemes and algorithm that needs no model to see (remembered by
-    content: compressed-tensors is imported only for a combination not checked before)."""
-    from quantize.backends import llmcompressor
-
-    key = (quant_fields(variant), versions("compressed-tensors"), source_digest(__file__, llmcompressor.__file__))
+    what it reads: compressed-tensors is imported only for a combination not checked before)."""
+    key = (_scheme_fields(variant), versions("compressed-tensors"), source_digest(__file__))
     return [(tuple(loc), message) for loc, message in remembered("schemes", key, lambda: _problems(variant))]
+
+
+def _scheme_fields(variant: Variant) -> dict:
+    """The fields _problems reads: the schemes (not the modules they apply to), algorithm and SmoothQuant."""
+    return {"schemes": [(list(loc), name, spec and spec.model_dump(mode="json")) for loc, name, spec in
+                        _schemes(variant)], "algorithm": variant.algorithm, "smoothquant": variant.smoothquant}
 
 
 def quant_fields(variant: Variant) -> dict:

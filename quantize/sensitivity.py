@@ -27,7 +27,7 @@ def weight_args(variant):
     """The variant's weight QuantizationArgs (preset scheme or custom `weights`)."""
     from compressed_tensors.quantization import QuantizationArgs, preset_name_to_scheme
 
-    from quantize.backends.llmcompressor import weight_args as custom_args
+    from quantize.schemes import weight_args as custom_args
     if variant.weights is not None:
         return QuantizationArgs(**custom_args(variant.weights))
     if variant.scheme is not None:
@@ -95,7 +95,12 @@ def units_of(model, by: str, ignore: list[str] = ()) -> dict[str, list[str]]:
     """unit name -> module names, among the Linears the variant quantizes (not its `ignore`d ones).
     by="module": every Linear alone, except those vLLM fuses (q/k/v, gate/up), which go together;
     by="layer": every decoder layer's Linears together."""
-    names = [n for n in linear_modules(model) if not is_kept(n, list(ignore))]
+    return units_by_name(linear_modules(model), by, ignore)
+
+
+def units_by_name(linears: list[str], by: str, ignore: list[str] = ()) -> dict[str, list[str]]:
+    """units_of, from the Linears' names alone."""
+    names = [n for n in linears if not is_kept(n, list(ignore))]
     units: dict[str, list[str]] = {}
     if by == "module":
         for name in names:
@@ -107,6 +112,37 @@ def units_of(model, by: str, ignore: list[str] = ()) -> dict[str, list[str]]:
         key = ".".join(parts[:index + 2]) if index is not None else name
         units.setdefault(key, []).append(name)
     return units
+
+
+def rule_problems(spec, linears: dict[str, tuple[int, int]], ignore: list[str], weights: dict,
+                  keep_unfit: bool = False) -> list[str]:
+    """What keeps a sensitivity rule from being met on this model, before any unit is scored: `keep_top` of
+    at least the units there are (every Linear would stay 16-bit), or a `max_bits_per_weight` outside the
+    bits per weight the scheme reaches (weights: its num_bits, symmetric, strategy, group_size), from every
+    unit quantized up to, not including, every unit kept (16). keep_unfit (`unfit_groups: keep`): Linears
+    whose in_features the group size does not divide stay 16-bit and are not ranked, as in the analysis."""
+    from types import SimpleNamespace
+
+    size = weights.get("group_size") if weights.get("strategy") in ("group", "tensor_group") else None
+    if keep_unfit and size:
+        ignore = [*ignore, *(n for n, (_, columns) in linears.items() if columns >= size and columns % size)]
+    units = units_by_name(list(linears), spec.by, ignore)
+    if not units:
+        return []   # nothing to rank: the variant's own checks say why
+    if spec.keep_top is not None:
+        if spec.keep_top < len(units):
+            return []
+        return [f"keep_top {spec.keep_top} keeps every unit: the variant ranks {len(units)} units (by {spec.by}), "
+                f"so keep_top must be 1 to {len(units) - 1}"]
+    args = SimpleNamespace(**weights)
+    names = [n for members in units.values() for n in members]
+    params = sum(linears[n][0] * linears[n][1] for n in names)
+    lowest = sum(stored_bits(args, linears[n]) for n in names) / params
+    if lowest <= spec.max_bits_per_weight < 16:
+        return []
+    return [f"max_bits_per_weight {spec.max_bits_per_weight:g} is outside what the scheme reaches on this model: "
+            f"from {lowest:.3f} bits per weight (all {len(units)} units by {spec.by} quantized) up to, not "
+            f"including, 16 (every unit kept)"]
 
 
 def task_items(tasks, n: int) -> dict[str, list[tuple[str, str]]]:

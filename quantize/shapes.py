@@ -8,27 +8,15 @@ from __future__ import annotations
 import math
 import re
 from collections import defaultdict
-from functools import lru_cache
 from pathlib import Path
 
 from core.hashing import file_digest, versions
 from core.memo import remembered, source_digest
 from core.recipe import Variant
-from quantize.schemes import Problem, preset, quant_fields, weight_args_of
+from quantize.modules import LAYER, meta_model
+from quantize.schemes import Problem, preset, weight_args_of
 
 GROUP_SIZES = (1024, 512, 256, 128, 64, 32, 16, 8)   # the sizes suggested when one does not fit
-LAYER = re.compile(r"^(.*?layers\.)(\d+)\.(.+)$")
-
-
-@lru_cache(maxsize=4)
-def meta_model(model_dir: str):
-    """The model's modules with no storage behind them (seconds for any size; config.json only)."""
-    import torch
-    from transformers import AutoConfig, AutoModelForCausalLM
-
-    config = AutoConfig.from_pretrained(model_dir)
-    with torch.device("meta"):
-        return AutoModelForCausalLM.from_config(config)
 
 
 def scheme_groups(variant: Variant) -> dict[str, tuple[tuple, list[str], object]]:
@@ -60,11 +48,12 @@ def unfit_layers(model, variant: Variant) -> dict[str, list[tuple[str, int]]]:
 def problems(model_dir: Path, variant: Variant) -> tuple[list[Problem], list[str]]:
     """(errors, notes): the assignment of Linears to schemes (quantize/assignment.py) and group sizes that do
     not fit; under an `unfit_groups` policy, a note saying what it does instead. Remembered by the content of
-    config.json (all the meta model is built from) and the variant's quantization: a cached sweep builds no
-    model and imports no torch."""
+    config.json (all the meta model is built from) and the variant's fields it reads: a cached sweep, or a
+    variant differing in anything else, builds no model and imports no torch."""
     from quantize import assignment, schemes
 
-    key = (file_digest(Path(model_dir) / "config.json"), quant_fields(variant),
+    read = variant.model_dump(mode="json", include={"scheme", "weights", "groups", "ignore", "unfit_groups"})
+    key = (file_digest(Path(model_dir) / "config.json"), read,
            versions("transformers", "compressed-tensors", "torch"),
            source_digest(__file__, assignment.__file__, schemes.__file__))
     errors, notes = remembered("shapes", key, lambda: _problems(model_dir, variant))

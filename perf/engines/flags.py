@@ -1,6 +1,8 @@
 """The flags the installed engine's server accepts, read from its own argument parser and cached per engine
 version, so a recipe's `engine.args` are checked before any work (a flag vLLM does not have would otherwise
-reach it: some builds serve anyway, silently leaving the default in force)."""
+reach it: some builds serve anyway, silently leaving the default in force); and each argument's value, as the
+sweep would pass it, parsed by that same parser (its verdict cached per engine version and value), so a
+value the engine refuses is a recipe error before any variant is measured."""
 
 from __future__ import annotations
 
@@ -32,10 +34,12 @@ def capturing(name):
     return parse
 for name in originals:
     setattr(argparse.ArgumentParser, name, capturing(name))
+argvs = json.loads(sys.stdin.read() or "[]")
 sys.argv = [ENTRYPOINT]
 try:
     runpy.run_module(ENTRYPOINT, run_name="__main__", alter_sys=True)
 except Captured as captured:
+    parser = captured.args[0]
     def plain(values):
         return [str(v) for v in values] if values is not None and all(
             isinstance(v, (str, int, float)) for v in values) else None
@@ -46,6 +50,27 @@ except Captured as captured:
                 flags[option] = {"takes_value": action.nargs != 0, "choices": plain(action.choices),
                                  "type": getattr(action.type, "__name__", None)}
     print("QUANT_ENGINE_FLAGS " + json.dumps(flags))
+    for name, original in originals.items():
+        setattr(argparse.ArgumentParser, name, original)
+    class Refused(Exception):
+        pass
+    def refuse(message):
+        raise Refused(message)
+    parser.error = refuse
+    parser.exit = lambda status=0, message=None: refuse(message or f"exit {status}")
+    verdicts = {}
+    for argv in argvs:
+        try:
+            with warnings.catch_warnings():
+                parser.parse_args(argv)
+            verdicts[json.dumps(argv)] = None
+        except Refused as refused:
+            lines = [l.strip() for l in str(refused.args[0]).splitlines()
+                     if l.strip() and not l.strip().startswith("For further information")]
+            verdicts[json.dumps(argv)] = "; ".join(lines)
+        except Exception as exc:
+            verdicts[json.dumps(argv)] = f"{type(exc).__name__}: {exc}"
+    print("QUANT_ENGINE_VALUES " + json.dumps(verdicts))
     sys.exit(0)
 sys.exit("the server's entry point returned without parsing its arguments")
 """.replace("ENTRYPOINT", repr(ENTRYPOINT))
@@ -68,43 +93,91 @@ def cache_dir() -> Path:
     return Path(os.environ.get("QUANT_ENGINE_FLAGS_DIR") or Path.home() / ".cache" / "quant-suite" / "engine-flags")
 
 
-def engine_flags_known(python: str, facts: dict, env: dict[str, str] | None = None) -> dict[str, dict]:
+def engine_flags_known(python: str, facts: dict, env: dict[str, str] | None = None,
+                       args: list[dict[str, Any]] = ()) -> dict[str, dict]:
     """{"--flag": {takes_value, choices, type}} of the engine at `python` (facts: perf.engines.vllm.engine_facts),
-    cached per engine distribution and version; FlagsUnknown when the probe cannot read them."""
+    cached per engine distribution and version; FlagsUnknown when the probe cannot read them. Where the probe
+    runs, it parses `args` too (refused_values then finds their verdicts cached): one start of the engine's
+    python, not two."""
     cached = _cache_file(facts)
     if cached is not None and cached.is_file():
         try:
             return json.loads(cached.read_text())
         except ValueError:
             pass   # a damaged cache file: probe again
-    flags = _probe(python, env)
-    if cached is not None:
-        try:
-            cached.parent.mkdir(parents=True, exist_ok=True)
-            partial = cached.with_suffix(f".{os.getpid()}.tmp")
-            partial.write_text(json.dumps(flags, sort_keys=True))
-            partial.replace(cached)
-        except OSError:
-            pass   # an unwritable cache only costs the next validation the probe
+    argvs = _argvs(args)
+    flags, verdicts = _probe(python, env, [json.loads(a) for a in sorted({a for some in argvs for a in some.values()})])
+    _write(cached, flags)
+    if verdicts:
+        values = _cache_file(facts, "values")
+        _write(values, {**(_read(values) or {}), **verdicts})
     return flags
 
 
-def _cache_file(facts: dict) -> Path | None:
+def refused_values(python: str, facts: dict, env: dict[str, str] | None,
+                   args: list[dict[str, Any]]) -> list[dict[str, str]]:
+    """For each dict of engine arguments, {key: the engine parser's message} for the values it refuses, each
+    argument parsed alone as the sweep passes it (perf.engines.vllm.engine_flags). Verdicts are cached per
+    engine version and argument: the engine's python is started only for values not parsed before, all of
+    them in one run. FlagsUnknown when the parser cannot be reached."""
+    argvs = _argvs(args)
+    cached = _cache_file(facts, "values")
+    verdicts = _read(cached) or {}
+    missing = sorted({argv for some in argvs for argv in some.values()} - verdicts.keys())
+    if missing:
+        _, found = _probe(python, env, [json.loads(m) for m in missing])
+        verdicts = {**(_read(cached) or {}), **found}
+        _write(cached, verdicts)
+    return [{key: verdicts[argv] for key, argv in some.items() if verdicts.get(argv)} for some in argvs]
+
+
+def _argvs(args) -> list[dict[str, str]]:
+    """Per dict of arguments, {key: the argv the sweep passes for it, as JSON} (None: not passed)."""
+    from perf.engines.vllm import engine_flags
+    return [{key: json.dumps(engine_flags({key: value})) for key, value in some.items() if value is not None}
+            for some in args]
+
+
+def _read(path: Path | None) -> dict | None:
+    try:
+        return json.loads(path.read_text()) if path is not None else None
+    except (OSError, ValueError):
+        return None   # missing or damaged: asked again
+
+
+def _write(path: Path | None, content: dict) -> None:
+    if path is None:
+        return
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_suffix(f".{os.getpid()}.tmp")
+        partial.write_text(json.dumps(content, sort_keys=True))
+        partial.replace(path)
+    except OSError:
+        pass   # an unwritable cache only costs the next validation the probe
+
+
+def _cache_file(facts: dict, kind: str = "") -> Path | None:
     if not facts.get("distribution") or not facts.get("version"):
         return None
-    name = f"{facts['distribution']}-{facts['version']}.json".replace(os.sep, "_")
+    name = f"{facts['distribution']}-{facts['version']}{'.' + kind if kind else ''}.json".replace(os.sep, "_")
     return cache_dir() / name
 
 
-def _probe(python: str, env: dict[str, str] | None) -> dict[str, dict]:
+def _probe(python: str, env: dict[str, str] | None, argvs: list[list[str]]) -> tuple[dict[str, dict], dict]:
+    """(the server's flags, {argv as JSON: the parser's message or None}) from one run of the engine's python."""
     try:
         proc = subprocess.run([python, "-c", _PROBE], capture_output=True, text=True, timeout=PROBE_TIMEOUT_S,
-                              env={**os.environ, **(env or {})})
+                              env={**os.environ, **(env or {})}, input=json.dumps(argvs))
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise FlagsUnknown(f"{type(exc).__name__}: {exc}") from None
+    found = {}
     for line in proc.stdout.splitlines():
-        if line.startswith("QUANT_ENGINE_FLAGS "):
-            return json.loads(line.removeprefix("QUANT_ENGINE_FLAGS "))
+        for kind in ("FLAGS", "VALUES"):
+            if line.startswith(f"QUANT_ENGINE_{kind} "):
+                found[kind] = json.loads(line.removeprefix(f"QUANT_ENGINE_{kind} "))
+    if "FLAGS" in found:
+        return found["FLAGS"], found.get("VALUES", {})
     last = (proc.stderr.strip().splitlines() or proc.stdout.strip().splitlines() or ["no output"])[-1]
     raise FlagsUnknown(f"{python} did not report its server's flags ({last[:200]})")
 

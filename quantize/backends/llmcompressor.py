@@ -9,8 +9,9 @@ from typing import Any, Iterator
 
 from core.hashing import versions
 from core.memo import remembered, source_digest
-from core.recipe import Calibration, Variant, WeightSpec
+from core.recipe import Calibration, Variant
 from quantize import schemes
+from quantize.schemes import weight_args
 
 NAME = "llmcompressor"
 TARGETS = ["Linear"]
@@ -28,17 +29,6 @@ def recipe_text(variant: Variant) -> str | None:
     if source.endswith((".yaml", ".yml")) or ":" not in source:
         raise FileNotFoundError(f"variant {variant.name}: recipe file {source!r} not found")
     return variant.recipe  # one-line inline YAML, e.g. a flow mapping
-
-
-def weight_args(spec: WeightSpec) -> dict[str, Any]:
-    """A WeightSpec as compressed-tensors QuantizationArgs fields."""
-    args: dict[str, Any] = {"num_bits": spec.num_bits, "type": spec.type, "symmetric": spec.symmetric,
-                            "strategy": spec.strategy, "dynamic": False}
-    if spec.strategy == "group":
-        if not spec.group_size:
-            raise ValueError("weights.strategy group needs weights.group_size")
-        args["group_size"] = spec.group_size
-    return args
 
 
 def config_groups(variant: Variant) -> dict[str, dict[str, Any]]:
