@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import psutil
+
 from perf.engines.cpu_isa import host_cpu_isa
 
 REPO = Path(__file__).resolve().parent.parent
@@ -40,3 +42,19 @@ def quant(*args: str, timeout: float | None = None, env: dict | None = None) -> 
 def not_about_foreign_load(warnings: list[str]) -> list[str]:
     """A workload's warnings but the foreign-load ones, which depend on what else runs on the test machine."""
     return [w for w in warnings if "measured under foreign load" not in w]
+
+
+def process_title(proc: psutil.Process | int) -> str:
+    """A process's name as the kernel shows it (vLLM retitles its processes), or '' once it is gone."""
+    try:
+        return (psutil.Process(proc) if isinstance(proc, int) else proc).name()
+    except psutil.Error:
+        return ""
+
+
+def is_running(pid: int) -> bool:
+    """Alive and not a zombie."""
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False

@@ -21,25 +21,11 @@ import pytest
 from perf.engines.lifeline import shm_mapped
 from perf.engines.process import process_tree
 from perf.engines.vllm import ENGINE_CORE_TITLE, WORKER_TITLE, VLLMServer, resolve_engine_python
-from tests.helpers import DEMO_MODEL
+from tests.helpers import DEMO_MODEL, is_running, process_title
 
 pytestmark = [pytest.mark.integration, pytest.mark.engine_alone]
 
 KINDS = ("launcher", "api server", "engine core", "worker")
-
-
-def _title(proc: psutil.Process | int) -> str:
-    try:
-        return (psutil.Process(proc) if isinstance(proc, int) else proc).name()
-    except psutil.Error:
-        return ""
-
-
-def _running(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
 
 
 def _group(pgid: int, sid: int) -> list[int]:
@@ -47,7 +33,7 @@ def _group(pgid: int, sid: int) -> list[int]:
     found = []
     for pid in psutil.pids():
         try:
-            if (os.getpgid(pid), os.getsid(pid)) == (pgid, sid) and _running(pid):
+            if (os.getpgid(pid), os.getsid(pid)) == (pgid, sid) and is_running(pid):
                 found.append(pid)
         except OSError:
             pass
@@ -60,7 +46,7 @@ def _victim(server: VLLMServer, kind: str) -> int:
     if kind == "api server":
         return server.pid
     title = ENGINE_CORE_TITLE if kind == "engine core" else WORKER_TITLE
-    return next(p.pid for p in process_tree(server.pid) if _title(p).startswith(title))
+    return next(p.pid for p in process_tree(server.pid) if process_title(p).startswith(title))
 
 
 def test_a_dead_server_leaves_no_process_and_no_shared_memory(tmp_path):
@@ -81,12 +67,12 @@ def test_a_dead_server_leaves_no_process_and_no_shared_memory(tmp_path):
             if starting:   # started ahead: killed while its engine core is coming up
                 starting.start()
                 deadline = time.monotonic() + 300
-                while not (nxt._proc and any(_title(p).startswith(ENGINE_CORE_TITLE) for p in
+                while not (nxt._proc and any(process_title(p).startswith(ENGINE_CORE_TITLE) for p in
                                              process_tree(nxt._proc.pid))):
                     assert time.monotonic() < deadline and starting.is_alive(), "the next server did not start"
                     time.sleep(0.1)
             tree = process_tree(current._proc.pid)
-            titles = [_title(p) for p in tree]
+            titles = [process_title(p) for p in tree]
             assert any(t.startswith(ENGINE_CORE_TITLE) for t in titles) and any(
                 t.startswith(WORKER_TITLE) for t in titles), titles
             group, session = os.getpgid(current.pid), os.getsid(current.pid)
@@ -96,8 +82,8 @@ def test_a_dead_server_leaves_no_process_and_no_shared_memory(tmp_path):
             os.kill(victim, signal.SIGKILL)
             reason = current.death(wait_s=60)   # as the sweep notices it, then stops the server
             current.stop()
-            left = {(p.pid, _title(p)) for p in tree if _running(p.pid)}
-            left |= {(p, _title(p)) for p in _group(group, session)}
+            left = {(p.pid, process_title(p)) for p in tree if is_running(p.pid)}
+            left |= {(p, process_title(p)) for p in _group(group, session)}
             left_over[kind] = sorted(left) + sorted(path for path in shm if os.path.exists(path))
             for pid, _ in left:   # counted: now ended, so that a failing run leaves nothing behind either
                 try:

