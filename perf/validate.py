@@ -14,7 +14,7 @@ from core.recipe import Engine, Variant
 
 def check(engine: Engine, variants: list[tuple[int, Variant]]) -> tuple[Found, str | None]:
     """(what is wrong, the engine the arguments were checked against: None where they were not)."""
-    from perf.engines.flags import FlagsUnknown, engine_flags_known, flag_problems, refused_values
+    from perf.engines.flags import FlagsUnknown, engine_flags_known, engine_name, flag_problems, refused_values
     from perf.engines.process import EngineStartError
     from perf.engines.vllm import resolve_engine_python
 
@@ -30,11 +30,11 @@ def check(engine: Engine, variants: list[tuple[int, Variant]]) -> tuple[Found, s
         return found, None
     try:
         facts = engine_facts_once(python, engine.env)
-        flags = engine_flags_known(python, facts, engine.env, [values for _, values in args])
+        flags = engine_flags_known(python, facts, engine.env, [values for _, values in args], announce=True)
     except FlagsUnknown as exc:
         found.warnings.append((("engine", "args"), f"engine arguments not checked against the engine's flags: {exc}"))
         return found, None
-    name = f"{facts['distribution'] or 'the engine'} {facts['version'] or ''}".strip()
+    name = engine_name(facts)
     to_parse = []
     for where, values in args:
         problems = flag_problems(values, flags)
@@ -42,7 +42,7 @@ def check(engine: Engine, variants: list[tuple[int, Variant]]) -> tuple[Found, s
         wrong = {key for key, _ in problems}
         to_parse.append((where, {k: v for k, v in values.items() if k not in wrong}))
     try:
-        refused = refused_values(python, facts, engine.env, [values for _, values in to_parse])
+        refused = refused_values(python, facts, engine.env, [values for _, values in to_parse], flags, announce=True)
     except FlagsUnknown as exc:
         found.warnings.append((("engine", "args"), f"engine argument values not parsed by the engine: {exc}"))
         return found, name

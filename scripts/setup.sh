@@ -115,6 +115,11 @@ wait $main_job || { echo "setup: the main environment ($MAIN_VENV) failed" >&2; 
 wait $serve_job || { echo "setup: the serving environment ($SERVE_VENV) failed" >&2; failed=1; }
 (( failed == 0 )) || exit 1
 
+# The serving engine's argument parser, described once per engine version (seconds: it imports vLLM), so that
+# validation parses engine argument values without starting the engine's python. Kept under
+# ~/.cache/quant-suite/engine-flags; a failure here only moves that to the first validation.
+QUANT_ENGINE_PYTHON="$SERVE_VENV/bin/python" "$MAIN_VENV/bin/python" -m perf.engines.flags || true
+
 # bubblewrap confines generated code (evals/sandbox.py). Installed where we may (root with apt); elsewhere
 # the suite still runs, with rlimits only, and says so at the start of every sweep.
 if ! command -v bwrap >/dev/null 2>&1; then

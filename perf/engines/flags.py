@@ -1,8 +1,12 @@
 """The flags the installed engine's server accepts, read from its own argument parser and cached per engine
 version, so a recipe's `engine.args` are checked before any work (a flag vLLM does not have would otherwise
 reach it: some builds serve anyway, silently leaving the default in force); and each argument's value, as the
-sweep would pass it, parsed by that same parser (its verdict cached per engine version and value), so a
-value the engine refuses is a recipe error before any variant is measured."""
+sweep would pass it, parsed as that same parser parses it, so a value the engine refuses is a recipe error
+before any variant is measured: in this process, by a mirror of each flag described from the parser and
+checked against it (perf/engines/flag_types.py), or, for the few flags whose types only the engine knows, by
+the engine's parser itself (its verdicts cached per engine version and value).
+
+`python -m perf.engines.flags` describes the installed engine's parser ahead (`make setup` runs it)."""
 
 from __future__ import annotations
 
@@ -10,18 +14,21 @@ import difflib
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
+from perf.engines import flag_types
 from perf.engines.vllm import ENTRYPOINT
 
 PROBE_TIMEOUT_S = 600   # importing vLLM takes tens of seconds on a busy small machine
 
-# Run in the engine's python: start the server's entry point as `python -m` would, stop it where it parses its
-# arguments, and print what its parser accepts. No import path of vLLM's is named, so this follows whatever
-# parser the installed version builds.
-_PROBE = r"""
-import argparse, json, runpy, sys, warnings
+# Run in the engine's python, after flag_types.py's text: start the server's entry point as `python -m` would,
+# stop it where it parses its arguments, describe what its parser accepts (each flag's mirror checked against
+# the parser itself) where asked, and print the parser's verdict on each argv given. No import path of vLLM's is
+# named, so this follows whatever parser the installed version builds.
+_PROBE = (Path(flag_types.__file__).read_text() + r"""
+import runpy, sys, warnings
 warnings.simplefilter("ignore")
 class Captured(Exception):
     pass
@@ -34,46 +41,39 @@ def capturing(name):
     return parse
 for name in originals:
     setattr(argparse.ArgumentParser, name, capturing(name))
-argvs = json.loads(sys.stdin.read() or "[]")
+asked = json.loads(sys.stdin.read() or "{}")
 sys.argv = [ENTRYPOINT]
 try:
     runpy.run_module(ENTRYPOINT, run_name="__main__", alter_sys=True)
 except Captured as captured:
     parser = captured.args[0]
-    def plain(values):
-        return [str(v) for v in values] if values is not None and all(
-            isinstance(v, (str, int, float)) for v in values) else None
-    flags = {}
-    for action in captured.args[0]._actions:
-        for option in action.option_strings:
-            if option.startswith("--"):
-                flags[option] = {"takes_value": action.nargs != 0, "choices": plain(action.choices),
-                                 "type": getattr(action.type, "__name__", None)}
-    print("QUANT_ENGINE_FLAGS " + json.dumps(flags))
     for name, original in originals.items():
         setattr(argparse.ArgumentParser, name, original)
-    class Refused(Exception):
-        pass
     def refuse(message):
         raise Refused(message)
     parser.error = refuse
     parser.exit = lambda status=0, message=None: refuse(message or f"exit {status}")
-    verdicts = {}
-    for argv in argvs:
-        try:
-            with warnings.catch_warnings():
-                parser.parse_args(argv)
-            verdicts[json.dumps(argv)] = None
-        except Refused as refused:
-            lines = [l.strip() for l in str(refused.args[0]).splitlines()
-                     if l.strip() and not l.strip().startswith("For further information")]
-            verdicts[json.dumps(argv)] = "; ".join(lines)
-        except Exception as exc:
-            verdicts[json.dumps(argv)] = f"{type(exc).__name__}: {exc}"
-    print("QUANT_ENGINE_VALUES " + json.dumps(verdicts))
+    def parsed(argv):
+        with warnings.catch_warnings():
+            return verdict(parser, argv)
+    def plain(values):
+        return [str(v) for v in values] if values is not None and all(
+            isinstance(v, (str, int, float)) for v in values) else None
+    flags = {}
+    for action in parser._actions if asked.get("describe") else ():
+        entry = describe(action)
+        if entry["kind"] != ENGINE and any(parsed(argv) != mirror_verdict(entry, argv)
+                                           for argv in sample_argvs(entry, action.option_strings[0])):
+            entry["kind"] = dict(ENGINE)
+        for option in action.option_strings:
+            if option.startswith("--"):
+                flags[option] = {"takes_value": action.nargs != 0, "choices": plain(action.choices),
+                                 "type": getattr(action.type, "__name__", None), "mirror": entry}
+    print("QUANT_ENGINE_FLAGS " + json.dumps(flags))
+    print("QUANT_ENGINE_VALUES " + json.dumps({json.dumps(argv): parsed(argv) for argv in asked.get("argvs", [])}))
     sys.exit(0)
 sys.exit("the server's entry point returned without parsing its arguments")
-""".replace("ENTRYPOINT", repr(ENTRYPOINT))
+""").replace("ENTRYPOINT", repr(ENTRYPOINT))
 
 # Flags the sweep sets itself on every server it starts.
 SET_BY_THE_SWEEP = {
@@ -94,19 +94,22 @@ def cache_dir() -> Path:
 
 
 def engine_flags_known(python: str, facts: dict, env: dict[str, str] | None = None,
-                       args: list[dict[str, Any]] = ()) -> dict[str, dict]:
-    """{"--flag": {takes_value, choices, type}} of the engine at `python` (facts: perf.engines.vllm.engine_facts),
-    cached per engine distribution and version; FlagsUnknown when the probe cannot read them. Where the probe
-    runs, it parses `args` too (refused_values then finds their verdicts cached): one start of the engine's
-    python, not two."""
+                       args: list[dict[str, Any]] = (), announce: bool = False) -> dict[str, dict]:
+    """{"--flag": {takes_value, choices, type, mirror}} of the engine at `python` (facts:
+    perf.engines.vllm.engine_facts; mirror: the flag's description, perf/engines/flag_types.py), cached per
+    engine distribution and version; FlagsUnknown when the probe cannot read them. Where the probe runs, it
+    parses `args` too (refused_values then finds their verdicts cached): one start of the engine's python, not
+    two. announce: say on stderr that the parser is being described (seconds, once per engine version)."""
     cached = _cache_file(facts)
-    if cached is not None and cached.is_file():
-        try:
-            return json.loads(cached.read_text())
-        except ValueError:
-            pass   # a damaged cache file: probe again
+    flags = _read(cached)
+    if flags and all(spec.get("mirror", {}).get("format") == flag_types.FORMAT for spec in flags.values()):
+        return flags
+    if announce:
+        print(f"note: describing {engine_name(facts)}'s argument parser, once per engine version (`make setup` "
+              "does it ahead)", file=sys.stderr, flush=True)
     argvs = _argvs(args)
-    flags, verdicts = _probe(python, env, [json.loads(a) for a in sorted({a for some in argvs for a in some.values()})])
+    flags, verdicts = _probe(python, env, [json.loads(a) for a in sorted({a for some in argvs for a in some.values()})],
+                             describe=True)
     _write(cached, flags)
     if verdicts:
         values = _cache_file(facts, "values")
@@ -114,21 +117,46 @@ def engine_flags_known(python: str, facts: dict, env: dict[str, str] | None = No
     return flags
 
 
-def refused_values(python: str, facts: dict, env: dict[str, str] | None,
-                   args: list[dict[str, Any]]) -> list[dict[str, str]]:
+def refused_values(python: str, facts: dict, env: dict[str, str] | None, args: list[dict[str, Any]],
+                   flags: dict[str, dict], announce: bool = False) -> list[dict[str, str]]:
     """For each dict of engine arguments, {key: the engine parser's message} for the values it refuses, each
-    argument parsed alone as the sweep passes it (perf.engines.vllm.engine_flags). Verdicts are cached per
-    engine version and argument: the engine's python is started only for values not parsed before, all of
-    them in one run. FlagsUnknown when the parser cannot be reached."""
+    argument parsed alone as the sweep passes it (perf.engines.vllm.engine_flags): by the flag's mirror of the
+    engine's parser (flags: engine_flags_known) in this process, or, for a flag whose type only the engine
+    knows, by the engine's own parser, its verdicts cached per engine version and argument: the engine's
+    python is started only for such values not parsed before, all of them in one run (announce: saying so on
+    stderr). FlagsUnknown when the parser cannot be reached."""
     argvs = _argvs(args)
+    verdicts = {argv: mirrored for argv in {a for some in argvs for a in some.values()}
+                if (mirrored := _mirrored(json.loads(argv), flags)) is not _UNDESCRIBED}
     cached = _cache_file(facts, "values")
-    verdicts = _read(cached) or {}
+    verdicts = {**(_read(cached) or {}), **verdicts}
     missing = sorted({argv for some in argvs for argv in some.values()} - verdicts.keys())
     if missing:
+        if announce:
+            named = sorted({json.loads(m)[0] for m in missing})
+            print(f"note: asking {engine_name(facts)}'s own argument parser about {', '.join(named)} (types only "
+                  "it knows; its answers are kept)", file=sys.stderr, flush=True)
         _, found = _probe(python, env, [json.loads(m) for m in missing])
-        verdicts = {**(_read(cached) or {}), **found}
-        _write(cached, verdicts)
+        verdicts.update(found)
+        _write(cached, {**(_read(cached) or {}), **found})
     return [{key: verdicts[argv] for key, argv in some.items() if verdicts.get(argv)} for some in argvs]
+
+
+_UNDESCRIBED = object()
+
+
+def _mirrored(argv: list[str], flags: dict[str, dict]):
+    """The verdict of argv's flag's mirror on it; _UNDESCRIBED where only the engine's parser can tell: a type
+    or action it could not describe, or several values for a flag that takes one (the engine's parser has
+    positional arguments that might take them)."""
+    entry = (flags.get(argv[0]) or {}).get("mirror")
+    if entry is None or entry["kind"] == flag_types.ENGINE or (len(argv) > 2 and entry["nargs"] not in ("+", "*")):
+        return _UNDESCRIBED
+    return flag_types.mirror_verdict(entry, argv)
+
+
+def engine_name(facts: dict) -> str:
+    return f"{facts.get('distribution') or 'the engine'} {facts.get('version') or ''}".strip()
 
 
 def _argvs(args) -> list[dict[str, str]]:
@@ -164,11 +192,14 @@ def _cache_file(facts: dict, kind: str = "") -> Path | None:
     return cache_dir() / name
 
 
-def _probe(python: str, env: dict[str, str] | None, argvs: list[list[str]]) -> tuple[dict[str, dict], dict]:
-    """(the server's flags, {argv as JSON: the parser's message or None}) from one run of the engine's python."""
+def _probe(python: str, env: dict[str, str] | None, argvs: list[list[str]],
+           describe: bool = False) -> tuple[dict[str, dict], dict]:
+    """(the server's flags, described where asked, else {}; {argv as JSON: the parser's message or None}) from
+    one run of the engine's python."""
     try:
         proc = subprocess.run([python, "-c", _PROBE], capture_output=True, text=True, timeout=PROBE_TIMEOUT_S,
-                              env={**os.environ, **(env or {})}, input=json.dumps(argvs))
+                              env={**os.environ, **(env or {})},
+                              input=json.dumps({"describe": describe, "argvs": argvs}))
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise FlagsUnknown(f"{type(exc).__name__}: {exc}") from None
     found = {}
@@ -225,3 +256,25 @@ def _value_problem(flag: str, value: Any, flags: dict[str, dict]) -> str | None:
             except ValueError:
                 return f"{flag} takes {'an integer' if numeric is int else 'a number'}, not {v!r}"
     return None
+
+
+def main() -> int:
+    """Describe the serving environment's parser into the cache (`make setup`): validation then parses
+    engine argument values without starting the engine's python."""
+    from perf.engines.vllm import engine_facts, resolve_engine_python
+
+    python = resolve_engine_python(None)
+    facts = engine_facts(python)
+    try:
+        flags = engine_flags_known(python, facts)
+    except FlagsUnknown as exc:
+        print(f"setup: the engine's argument parser not described ({exc}); validation describes it on first use")
+        return 1
+    undescribed = sorted(f for f, spec in flags.items() if spec["mirror"]["kind"] == flag_types.ENGINE)
+    print(f"setup: {engine_name(facts)}'s argument parser described ({len(flags)} flags; values of "
+          f"{len(undescribed)} go to the engine's own parser) in {_cache_file(facts) or 'no cache: version unknown'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -73,6 +73,17 @@ def quant(tmp_path: Path, *argv: str) -> subprocess.CompletedProcess:
                           timeout=600, env={**os.environ, "PYTHONPATH": str(REPO)})
 
 
+@pytest.fixture(scope="module", autouse=True)
+def engine_parser_described():
+    """The engine's parser described, as `make setup` leaves it: the first validation would otherwise say it
+    describes it (a line beside the one the tests count)."""
+    from perf.engines.flags import engine_flags_known
+    from perf.engines.vllm import engine_facts, resolve_engine_python
+
+    python = resolve_engine_python(None)
+    engine_flags_known(python, engine_facts(python))
+
+
 @pytest.mark.parametrize("kind", list(KINDS))
 def test_each_kind_is_one_line_exit_2_and_nothing_written(tmp_path, kind):
     path = bad_recipe(tmp_path, kind)
@@ -202,18 +213,35 @@ def test_keep_top_counts_the_units_left_after_unfit_groups_keep(tmp_path):
     assert rule_problems(Sensitivity(keep_top=1), modules.linears, variant.ignore, facts, keep_unfit=True) == []
 
 
-def test_engine_values_are_parsed_with_the_flags_and_remembered(tmp_path, monkeypatch):
-    """The probe that reads the engine's flags parses the recipe's values too; a value parsed before is answered
-    from the cache (here by a python that could not answer), one never parsed starts the engine's python."""
+def test_engine_values_are_parsed_in_process_as_the_engine_parses_them(tmp_path, monkeypatch):
+    """The engine's parser is described in one start of its python, which parses the recipe's values too; then
+    each value of a described flag is answered in this process (by a python that could not answer) exactly as
+    the engine answered it: a bad value refused, a good one taken, word for word. A flag whose type only the
+    engine knows goes to the engine's own parser, its verdict cached."""
     from perf.engines.flags import FlagsUnknown, engine_flags_known, refused_values
     from perf.engines.vllm import engine_facts, resolve_engine_python
 
     monkeypatch.setenv("QUANT_ENGINE_FLAGS_DIR", str(tmp_path))
     python = resolve_engine_python(None)
     facts = engine_facts(python)
-    args = [{"max_model_len": "long", "enforce_eager": True}, {"max_model_len": "1k", "max_num_seqs": None}]
-    assert "--max-model-len" in engine_flags_known(python, facts, None, args)
-    assert refused_values("/bin/false", facts, None, args) == [
-        {"max_model_len": "argument --max-model-len: invalid human_readable_int_or_auto value: 'long'"}, {}]
+    refused = {"max_model_len": ["long", "2.5K", "1.5"], "max_num_seqs": ["8.5", "eight"],
+               "gpu_memory_utilization": ["most"], "kv_cache_dtype": ["fp99"], "hf_overrides": ["{bad}"]}
+    taken = {"max_model_len": ["1k", "2K", "auto", 512], "max_num_seqs": [8], "gpu_memory_utilization": [0.5],
+             "kv_cache_dtype": ["fp8"], "hf_overrides": [{"a": 1}, "plain"], "enable_prefix_caching": [False]}
+    cases = [{key: value} for values in (refused, taken) for key, some in values.items() for value in some]
+    only_the_engine = [{"compilation_config": '{"bogus_xyz": 1}'}, {"compilation_config": '{"mode": 0}'}]
+    flags = engine_flags_known(python, facts, None, cases + only_the_engine)
+    values = tmp_path / f"{facts['distribution']}-{facts['version']}.values.json"
+    engine_said = refused_values("/bin/false", facts, None, cases + only_the_engine, flags)   # from that run
+    kept = values.read_text()
+    values.unlink()
+    in_process = refused_values("/bin/false", facts, None, cases, flags)
+    assert in_process == engine_said[:len(cases)]
+    assert [bool(verdict) for verdict in in_process] == [True] * 8 + [False] * 10, in_process
+    assert in_process[0] == {"max_model_len": "argument --max-model-len: invalid human_readable_int_or_auto "
+                                              "value: 'long'"}
     with pytest.raises(FlagsUnknown):
-        refused_values("/bin/false", facts, None, [{"max_model_len": "2k"}])
+        refused_values("/bin/false", facts, None, only_the_engine, flags)
+    values.write_text(kept)
+    assert refused_values("/bin/false", facts, None, only_the_engine, flags) == engine_said[len(cases):]
+    assert "bogus_xyz" in engine_said[-2]["compilation_config"] and engine_said[-1] == {}
