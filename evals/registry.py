@@ -181,20 +181,3 @@ def _code_execution(task) -> str | None:
     if not load_yaml(path, resolve_func=False).get("unsafe_code"):
         return None
     return "sandbox" if is_ours(path) else "host"
-
-
-def check_code_isolation(tasks) -> dict[str, str]:
-    """Before any work: IsolationRequired if a task would run generated code without isolation and the user
-    did not opt in (evals.sandbox.permit_unisolated). -> {task name: "sandbox" or "host"} for code tasks."""
-    from evals.sandbox import IsolationRequired, require_isolation, unisolated_permitted
-
-    found = {task.name: where for task in tasks if (where := code_execution(task))}
-    for name, where in found.items():
-        if where == "sandbox":
-            require_isolation(f"task {name}")
-        elif not unisolated_permitted():
-            raise IsolationRequired(
-                f"task {name} runs model-generated code through lm-eval's own executor, on this host "
-                "without isolation: opt in with --allow-unisolated-code or the recipe's "
-                "`allow_unisolated_code: true`, or use a task that runs in the sandbox (evals/tasks)")
-    return found

@@ -1,10 +1,11 @@
 """The evals stage's own check of its part of a recipe, before work: every task resolves (ours in evals/tasks,
-or lm-eval's by name), the nearest names given for one that does not; and model-generated code runs only
-isolated, or where the user opted in."""
+or lm-eval's by name), the nearest names given for one that does not; the hub dataset a resolved task loads
+can be had (resolved as lm-eval's `datasets` call would, no data downloaded); and model-generated code runs
+only isolated, or where the user opted in."""
 
 from __future__ import annotations
 
-from core.checks import Found
+from core.checks import Found, Problem
 from core.recipe import Task
 
 
@@ -13,14 +14,30 @@ def check(tasks: list[tuple[int, Task]]) -> Found:
     from evals.registry import task_problems
 
     found = Found()
+    unresolved = set()
     for i, message in task_problems([t for _, t in tasks]):
         found.errors.append((("tasks", tasks[i][0]), message))
+        unresolved.add(i)
+    found.errors += _data_problems([t for i, t in enumerate(tasks) if i not in unresolved])
+    return found
+
+
+def _data_problems(tasks: list[tuple[int, Task]]) -> list[Problem]:
+    """A task whose hub dataset cannot be had (an unknown id, a gated one without a token, offline and not
+    cached)."""
+    from core.hub import dataset_problem
+    from evals.registry import hub_dataset
+
+    found = []
+    for i, task in tasks:
+        source = hub_dataset(task)
+        if source is not None and (problem := dataset_problem(*source)) is not None:
+            found.append((("tasks", i), f"{task.name}: {problem}"))
     return found
 
 
 def isolation_problem(tasks: list[Task], permitted: bool) -> str | None:
     """Why a task's generated code cannot run here (no isolation, and `permitted` false), else None."""
-    from evals.registry import check_code_isolation
     from evals.sandbox import IsolationRequired, permit_unisolated
 
     with permit_unisolated(permitted):
@@ -29,3 +46,21 @@ def isolation_problem(tasks: list[Task], permitted: bool) -> str | None:
         except IsolationRequired as exc:
             return str(exc)
     return None
+
+
+def check_code_isolation(tasks: list[Task]) -> dict[str, str]:
+    """Before any work: IsolationRequired if a task would run generated code without isolation and the user
+    did not opt in (evals.sandbox.permit_unisolated). -> {task name: "sandbox" or "host"} for code tasks."""
+    from evals.registry import code_execution
+    from evals.sandbox import IsolationRequired, require_isolation, unisolated_permitted
+
+    found = {task.name: where for task in tasks if (where := code_execution(task))}
+    for name, where in found.items():
+        if where == "sandbox":
+            require_isolation(f"task {name}")
+        elif not unisolated_permitted():
+            raise IsolationRequired(
+                f"task {name} runs model-generated code through lm-eval's own executor, on this host "
+                "without isolation: opt in with --allow-unisolated-code or the recipe's "
+                "`allow_unisolated_code: true`, or use a task that runs in the sandbox (evals/tasks)")
+    return found

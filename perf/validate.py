@@ -1,15 +1,18 @@
-"""The serving engine's own check of its part of a recipe, before work: the engine's interpreter, then every
+"""The perf stage's own check of its part of a recipe, before work: the engine's interpreter, then every
 engine argument (`engine.args`, each variant's `engine_args`) against the installed engine's own argument
 parser: its flag names (perf/engines/flags.py), and each value as the sweep would pass it. An argument the
-engine refuses is a recipe error, never a variant the engine "cannot serve"."""
+engine refuses is a recipe error, never a variant the engine "cannot serve". And the perf workloads: names
+used once, files that can be read, requests that fit the context each variant is served with."""
 
 from __future__ import annotations
 
 import functools
 import os
+from typing import Any
 
 from core.checks import Found
 from core.recipe import Engine, Variant
+from core.recipe_perf import Perf
 
 
 def check(engine: Engine, variants: list[tuple[int, Variant]]) -> tuple[Found, str | None]:
@@ -62,3 +65,67 @@ def engine_facts_once(python: str, env: dict[str, str]) -> dict:
 def _facts(python: str, environment: tuple) -> tuple:
     from perf.engines.vllm import engine_facts
     return tuple(engine_facts(python, dict(environment)).items())
+
+
+def check_workloads(perf: Perf, engine: Engine | None, variants: list[tuple[int, Variant]]) -> Found:
+    """Workload names used twice; trace and length files that cannot be read; and requests longer than the
+    max_model_len a variant is served with (prompt + output tokens): vLLM refuses a prompt over it and cuts
+    the output of the rest short, so the level would not measure the lengths the workload names."""
+    from perf.requests import longest_request
+
+    found = Found()
+    seen: set[str] = set()
+    for i, workload in enumerate(perf.workloads):
+        if workload.name in seen:
+            found.errors.append((("perf", "workloads", i, "name"), f"workload {workload.name!r} named twice: "
+                                 "results are kept per workload name"))
+        seen.add(workload.name)
+        try:
+            longest = longest_request(workload)
+        except (OSError, ValueError) as exc:
+            found.errors.append((("perf", "workloads", i), f"{workload.name}: {_reason(exc)}"))
+            continue
+        over = [f"{limit} ({where})" for limit, where in context_limits(engine, variants) if longest > limit]
+        if over:
+            found.errors.append((("perf", "workloads", i), f"{workload.name}: its longest request is {longest} "
+                                 f"tokens (prompt + output), over max_model_len {' and '.join(over)}: the engine "
+                                 "refuses such a request or cuts its output short; shorten the workload or raise "
+                                 "max_model_len"))
+    return found
+
+
+def _reason(exc: Exception) -> str:
+    return f"cannot read {exc.filename} ({exc.strerror})" if isinstance(exc, OSError) and exc.filename else str(exc)
+
+
+def context_limits(engine: Engine | None, variants: list[tuple[int, Variant]]) -> list[tuple[int, str]]:
+    """(max_model_len, where it is set) for each distinct limit the variants are served with."""
+    common = _max_model_len(engine.args) if engine is not None else None
+    by_limit: dict[int, list[str]] = {}
+    for _, variant in variants:
+        own = _max_model_len(variant.engine_args)
+        limit = own if own is not None else common
+        if limit is not None:
+            by_limit.setdefault(limit, []).append(variant.name if own is not None else "")
+    limits = []
+    for limit, names in sorted(by_limit.items()):
+        own = [n for n in names if n]
+        where = [f"engine_args of {', '.join(own)}"] if own else []
+        if len(own) < len(names):
+            where.insert(0, "engine.args")
+        limits.append((limit, "; ".join(where)))
+    return limits
+
+
+def _max_model_len(args: dict[str, Any]) -> int | None:
+    values = [v for k, v in args.items() if k.replace("-", "_") == "max_model_len"]   # a flag may be spelt either way
+    return as_int(values[-1]) if values else None
+
+
+def as_int(value: Any) -> int | None:
+    """A count of tokens as a recipe gives it (an int, or digits); None for anything else."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    return int(value) if isinstance(value, str) and value.isdigit() else None

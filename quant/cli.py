@@ -198,7 +198,7 @@ def cmd_choose(args) -> int:
 
 def cmd_export(args) -> int:
     from quant.export import ExportError, export, summary
-    from quant.hub import HubError
+    from core.hub import HubError
     from quant.hub_push import check_push, push_folder
 
     try:

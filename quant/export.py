@@ -16,9 +16,9 @@ from pathlib import Path
 import yaml
 
 from core import exit_codes
+from core.hub import is_hub_id
 from core.results import Results
 from core.store import owner_tag, remove_leftovers, write_json, write_text
-from quant.hub import is_hub_id
 from reports.gate import GateInputError, load_side
 from reports.model_card import CardFolder, folder_serve_command, render_card
 from reports.model_card_gate import card_verdict, gate_command

@@ -10,7 +10,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from quant.hub import HubError, explain, is_hub_id
+from core.hub import HubError, explain, is_hub_id
 
 
 @dataclass

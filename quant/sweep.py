@@ -22,7 +22,7 @@ from core.results import SCHEMA_VERSION, Results
 from core.run_layout import RunLayout
 from core.store import Cache, read_json, remove_leftovers, write_json
 from evals import sandbox
-from evals.registry import check_code_isolation
+from evals.validate import check_code_isolation
 from perf.engines.process import EngineStartError, engine_warnings, log_since
 from perf.engines.vllm import resolve_engine_python
 from quant.context import StageError, SweepContext, new_record

@@ -1,10 +1,11 @@
 """Everything knowable before work starts, checked before work starts and reported together: the recipe's
 schema (every error, not the first), then, on every part that parsed, each stage's own check of its part
 (quantize/validate.py: schemes, module names, group sizes, sensitivity rules, verbatim recipes, checkpoints,
-the calibration source; evals/validate.py: task names; perf/validate.py: the engine's interpreter and its
-arguments, names and values, by the engine's own parser), the model and hub data they stand on, and the
-checks across sections (quant/recipe_checks.py). One line per problem: `file:line: field: message`. This
-module collects what the stages find and locates it in the recipe file."""
+the calibration source; evals/validate.py: task names and the hub data they load; perf/validate.py: the
+engine's interpreter and its arguments, names and values, as the engine's own parser takes them, and the perf
+workloads), the model they stand on, the executor, and the checks across sections (quant/recipe_checks.py).
+One line per problem: `file:line: field: message`. This module collects what the stages find and locates it
+in the recipe file; of a stage it imports only its validate module (tests/test_architecture.py)."""
 
 from __future__ import annotations
 
@@ -126,7 +127,7 @@ def _valid_items(model: type[BaseModel], values: Any) -> list[tuple[int, Any]]:
 
 def _check(parts: Parts, recipe_dir: Path | None, text: str, source: str, engine: bool) -> Findings:
     """Each stage's own check of its part (quantize/validate.py, evals/validate.py, perf/validate.py), the model
-    and hub data they stand on, and the checks across sections; every finding located in the recipe file."""
+    they stand on, and the checks across sections; every finding located in the recipe file."""
     import evals.validate
     import perf.validate
     import quantize.validate
@@ -150,11 +151,9 @@ def _check(parts: Parts, recipe_dir: Path | None, text: str, source: str, engine
     if parts.execution and parts.execution.executor == "ray" and importlib.util.find_spec("ray") is None:
         add(found.errors, ("execution", "executor"), "the ray executor needs Ray: pip install 'quant-suite[ray]' "
             "(make setup installs it)")
-    tasks = evals.validate.check(parts.tasks)
-    collect(tasks)
-    unresolved = {loc[1] for loc, _ in tasks.errors}
-    for place, message in _task_data_problems([(i, t) for i, t in parts.tasks if i not in unresolved]):
-        add(found.errors, ("tasks", place), message)
+    collect(evals.validate.check(parts.tasks))
+    if parts.perf is not None:
+        collect(perf.validate.check_workloads(parts.perf, parts.engine, parts.variants))
     collect(quantize.validate.check(parts.variants, parts.calibration, model_dir))
     return found
 
@@ -169,8 +168,6 @@ def _cross(parts: Parts, add, found: Findings) -> None:
         warnings += recipe_checks.min_n_warnings(parts.gates, parts.tasks)
     if parts.gates is not None and parts.perf is not None:
         warnings += recipe_checks.perf_gate_warnings(parts.gates, parts.perf)
-    if parts.perf is not None:
-        problems += recipe_checks.workload_problems(parts.perf, parts.engine, parts.variants)
     problems += recipe_checks.generation_problems(parts.tasks, parts.engine, parts.variants)
     for bucket, found_here in ((found.errors, problems), (found.warnings, warnings)):
         for loc, message in found_here:
@@ -193,15 +190,3 @@ def _model_dir(parts: Parts, recipe_dir: Path | None, add, found: Findings) -> P
         return None
     return model_dir
 
-
-def _task_data_problems(tasks: list[tuple[int, Task]]) -> list[tuple[int, str]]:
-    """(index, message) for tasks whose hub dataset cannot be had: resolved as lm-eval's `datasets` call would."""
-    from evals.registry import hub_dataset
-    from quant.hub import dataset_problem
-
-    found = []
-    for i, task in tasks:
-        source = hub_dataset(task)
-        if source is not None and (problem := dataset_problem(*source)) is not None:
-            found.append((i, f"{task.name}: {problem}"))
-    return found

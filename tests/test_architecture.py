@@ -61,6 +61,17 @@ def test_the_check_sees_an_upward_import(tmp_path):
     assert imported_packages(module, {"quant", "core"}) == {"quant", "core"}
 
 
+def test_the_roofs_validation_asks_each_stage_its_own_check():
+    """quant/validate.py and quant/recipe_checks.py collect each stage's check of its part of a recipe: of a
+    stage they import its validate module alone, never its internals."""
+    files = module_files()
+    stages = {p for p, floor in FLOORS.items() if floor == 1}
+    reached = {f"{name}: {module}" for name in ("quant/validate.py", "quant/recipe_checks.py")
+               for module in imported_modules(REPO / name, files)
+               if module.split(".")[0] in stages and module.split(".")[1:] != ["validate"]}
+    assert reached == set()
+
+
 def module_files() -> dict[str, Path]:
     """{"quantize.schemes": its file} for every module of the project's packages (a package: its __init__)."""
     files = {}

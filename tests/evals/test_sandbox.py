@@ -14,8 +14,8 @@ import pytest
 from evals import code_scoring, fallback, hostile, integrity, sandbox
 from evals.execute import Limits, run_program
 from evals.hostile import check, corpus
-from evals.registry import check_code_isolation
 from evals.sandbox import IsolationRequired, capabilities, describe, permit_unisolated
+from evals.validate import check_code_isolation
 from quant.cli import main
 from core.recipe import Task, load_recipe
 from tests.evals.sandbox_modes import act_without_bubblewrap, fallback_here

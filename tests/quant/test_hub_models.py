@@ -43,7 +43,7 @@ print(json.dumps({"paths": out, "log": lines}))
 """
 DATASETS = r"""
 import json, sys
-from quant.hub import dataset_problem
+from core.hub import dataset_problem
 print(json.dumps([dataset_problem(*case) for case in json.loads(sys.argv[1])]))
 """
 
