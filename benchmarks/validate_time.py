@@ -1,10 +1,10 @@
 """How long `quant validate` takes to refuse each kind of malformed recipe (tests/quant/test_recipe_refused_before_work.py
 builds them from tests/data/recipes/killed.yaml and the demo model), in three states of this machine's caches:
 
-- cold: empty check and engine-flag caches (a fresh machine: the model's modules are built, llmcompressor's
-  modifiers and the engine's flags read, once);
+- cold: empty check and engine-flag caches (a fresh machine without `make setup`: the model's modules are
+  built, llmcompressor's modifiers read and the engine's argument parser described, once);
 - new recipe: those library facts known, but the recipe never seen (each fault spelt anew: a new typo, a new
-  engine-argument value);
+  engine-argument value, parsed against the description of the engine's parser);
 - repeat: the same recipe again.
 
 Every run must exit 2. Usage: python benchmarks/validate_time.py [--work DIR] [--runs N]
@@ -29,6 +29,7 @@ from tests.quant.test_recipe_refused_before_work import KINDS, bad_recipe  # noq
 
 FRESH = {"ignore-typo": ("lm_haed", "lm_h{}"), "invalid-regex": ("[z-a]", "[z-a]{}"),
          "targets-typo": ("self_atn", "self_a{}"), "engine-value": ("long", "l{}"),
+         "engine-choice": ("fp99", "fp{}"),
          "keep-top": ("keep_top: 40", "keep_top: 4{}"), "max-bits": ("max_bits_per_weight: 3", "max_bits_per_weight: 3.{}"),
          "unknown-modifier": ("QuantizationModifer", "QuantizationModifer{}"),
          "unknown-argument": ("dampening_fraction", "dampening_fraction{}")}

@@ -34,6 +34,8 @@ KINDS = {
                                                       "the model; the model's Linears: lm_head; in each of 4 layers"),
     "engine-value": ({"engine_args": {"max_model_len": "long"}}, "engine.args.max_model_len",
                      "refuses 'long': argument --max-model-len: invalid human_readable_int_or_auto value: 'long'"),
+    "engine-choice": ({"engine_args": {"kv_cache_dtype": "fp99"}}, "engine.args.kv_cache_dtype",
+                      "'fp99' is not one of --kv-cache-dtype's choices: auto, bfloat16"),
     "keep-top": ({"variant": {"scheme": "W8A8", "sensitivity": {"keep_top": 40}}}, "variants.1.sensitivity",
                  "keep_top 40 keeps every unit: the variant ranks 16 units (by module), so keep_top must be 1 to 15"),
     "max-bits": ({"variant": {"scheme": "W4A16", "sensitivity": {"max_bits_per_weight": 3}}},
