@@ -5,6 +5,7 @@ context, and gate settings no run of the recipe can decide under. Each returns (
 from __future__ import annotations
 
 import difflib
+
 from core.recipe import Engine, Gates, Task, Variant
 from core.recipe_perf import Perf
 
