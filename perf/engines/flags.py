@@ -15,6 +15,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -99,17 +100,18 @@ def engine_flags_known(python: str, facts: dict, env: dict[str, str] | None = No
     perf.engines.vllm.engine_facts; mirror: the flag's description, perf/engines/flag_types.py), cached per
     engine distribution and version; FlagsUnknown when the probe cannot read them. Where the probe runs, it
     parses `args` too (refused_values then finds their verdicts cached): one start of the engine's python, not
-    two. announce: say on stderr that the parser is being described (seconds, once per engine version)."""
+    two. announce: say on stderr that the parser was described (seconds, once per engine version)."""
     cached = _cache_file(facts)
     flags = _read(cached)
     if flags and all(spec.get("mirror", {}).get("format") == flag_types.FORMAT for spec in flags.values()):
         return flags
-    if announce:
-        print(f"note: describing {engine_name(facts)}'s argument parser, once per engine version (`make setup` "
-              "does it ahead)", file=sys.stderr, flush=True)
     argvs = _argvs(args)
+    started = time.monotonic()
     flags, verdicts = _probe(python, env, [json.loads(a) for a in sorted({a for some in argvs for a in some.values()})],
                              describe=True)
+    if announce:
+        print(f"note: described {engine_name(facts)}'s argument parser in {time.monotonic() - started:.0f} s, once "
+              "per engine version (`make setup` does it ahead)", file=sys.stderr, flush=True)
     _write(cached, flags)
     if verdicts:
         values = _cache_file(facts, "values")
