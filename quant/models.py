@@ -17,8 +17,8 @@ from pathlib import Path
 
 from demo import DEMO_MODEL_DIR, DEMO_OUTLIERS_DIR
 from core.hashing import digest, file_digest, versions
-from core.store import Cache
 from core.hub import HubError, fetch_config, fetch_model, is_hub_id
+from core.store import Cache
 
 PACKAGE_PREFIX = "package:"
 GGUF_STAGE = "gguf"
