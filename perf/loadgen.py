@@ -59,10 +59,11 @@ def request_body(model: str, prompt: list[int], output_tokens: int) -> dict:
     }
 
 
-def make_client(concurrency: int, timeout_s: float = 600.0) -> aiohttp.ClientSession:
+def make_client(concurrency: int, timeout_s: float = 600.0, headers: dict[str, str] | None = None
+                ) -> aiohttp.ClientSession:
     """One session per workload, `concurrency` keep-alive connections; a read may stall up to timeout_s.
     aiohttp ignores HTTP(S)_PROXY unless told otherwise: 127.0.0.1 is never routed through a proxy."""
-    return aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=concurrency),
+    return aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=concurrency), headers=headers,
                                  timeout=aiohttp.ClientTimeout(total=None, sock_connect=30, sock_read=timeout_s))
 
 

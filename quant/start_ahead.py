@@ -79,8 +79,8 @@ class StartAhead:
     def begin_after(self, variant: Variant) -> None:
         nxt = self._next.get(variant.name)
         with self._changed:
-            if nxt is None or nxt.name in self._entries or self._closing:
-                return
+            if nxt is None or nxt.endpoint is not None or nxt.name in self._entries or self._closing:
+                return   # an endpoint variant's server is not the suite's to start
             if self._wanted is None:
                 self._wanted = wanted(self.ctx)
             if not self._wanted:

@@ -1,0 +1,81 @@
+"""An endpoint variant's turn: its evals, KL and perf against the running server the recipe names, probed before
+the sweep began (quant/endpoint_probe.py). Nothing is quantized, started or stopped. What the server cannot
+give is listed under the record's not_measurable; a server that stops answering ends the variant's turn with
+that named as its reason, keeping everything measured before it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from rich.markup import escape
+
+from core.hashing import digest
+from core.recipe import Variant
+from core.store import write_jsonl
+from perf.engines.endpoint import ALIGNED, EndpointServer
+from perf.engines.process import DEATH_WAIT_S, EngineDiedError
+from quant.context import Checkpoint, Session, SweepContext, new_record
+from quant.eval_stage import EvalStage
+from quant.kl_stage import KlStage
+from quant.measure import _run_stages
+from quant.perf_stage import PerfStage
+
+NOT_OURS_TO_SEE = "the server's processes are not the suite's to see (an endpoint)"
+
+
+def endpoint_checkpoint(ctx: SweepContext, variant: Variant) -> Checkpoint:
+    """The recipe's model stands for the weights (its tokenizer scores and prompts); the cache key is this
+    probe's, so a later sweep measures the endpoint anew (what it serves may have changed)."""
+    facts = ctx.endpoints[variant.name]
+    key = digest("endpoint", variant.endpoint.model_dump(mode="json"), facts["probed"], ctx.model_key)
+    return Checkpoint(path=ctx.model_dir, key=key, manifest={"endpoint": facts}, size_bytes=0)
+
+
+def run_endpoint_variant(ctx: SweepContext, variant: Variant) -> dict:
+    record = new_record(variant)
+    facts = ctx.endpoints[variant.name]
+    spec = variant.endpoint
+    server = EndpointServer(spec.base_url, spec.model, spec.api_key_env, facts)
+    checkpoint = endpoint_checkpoint(ctx, variant)
+    record.update(endpoint=facts, served=True, eval_backend="served",
+                  not_measurable={"memory": {"server_rss_bytes": NOT_OURS_TO_SEE, "weights_bytes": NOT_OURS_TO_SEE}})
+    unscorable = None if facts.get("prompt_logprobs") == ALIGNED else facts.get("prompt_logprobs")
+    evals = EvalStage(ctx, variant, checkpoint, "served", {"endpoint": facts["base_url"]})
+    stages = [evals, KlStage(ctx, variant, evals.keys), PerfStage(ctx, variant, checkpoint, {})]
+
+    @contextmanager
+    def session() -> Iterator[Session]:
+        from evals.backends.served import ServedLM, RequestRejected   # lm-eval: only when a stage has work
+
+        ctx.reporter.log(f"  endpoint {spec.base_url} (model {spec.model}); prompt log-probabilities: "
+                         f"{facts.get('prompt_logprobs')}")
+        lm = ServedLM(server.completions_url, spec.model, tokenizer_dir=ctx.model_dir,
+                      concurrency=ctx.recipe.eval_concurrency, headers=server.headers, unscorable=unscorable)
+        try:
+            yield Session(lm, server)
+        except (EngineDiedError, RequestRejected):
+            raise
+        except Exception as exc:   # a stage failed: because the endpoint stopped serving?
+            server.check_alive(wait_s=DEATH_WAIT_S)
+            raise exc
+
+    try:
+        _run_stages(stages, session, record)
+    except EngineDiedError as exc:
+        _lost(ctx, record, stages, str(exc))
+        record.setdefault("engine_deaths", []).append(str(exc))
+    except Exception as exc:  # noqa: BLE001 - a failing endpoint fails this variant, keeping what it measured
+        _lost(ctx, record, stages, f"the endpoint {spec.base_url} started failing: {type(exc).__name__}: "
+                                   f"{str(exc)[:300]}")
+    write_jsonl(ctx.variant_dir(variant.name) / "accuracy.jsonl",
+                [{"task": t, **a} for t, a in record["accuracy"].items()])
+    return record
+
+
+def _lost(ctx: SweepContext, record: dict, stages: list, reason: str) -> None:
+    """The variant failed mid-run: its reason, and what the stages finished before it, kept."""
+    ctx.reporter.log(f"  {escape(reason)}", style="red")
+    for stage in stages:
+        stage.collect(record)
+    record.update(status="failed", reason=reason)
