@@ -77,6 +77,15 @@ class Endpoint(Strict):
     api_key_env: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")   # sent as a Bearer token
 
 
+class LlamaCpp(Strict):
+    """A GGUF file served as it is by llama.cpp's server (llama-cpp-python), which the suite starts and stops
+    as it does vLLM, then measures as an endpoint. It must hold the recipe's model (whose tokenizer scores)."""
+    gguf: str                          # a .gguf path, or package:NAME/FILE.gguf
+    args: dict[str, Any] = Field(default_factory=dict)   # server settings, e.g. {n_ctx: 2048, n_threads: 2}
+    python: str | None = None          # its environment's python; else $QUANT_LLAMACPP_PYTHON, else .venv-llamacpp
+    startup_timeout_s: float = Field(default=300, gt=0)
+
+
 class Variant(Strict):
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
     baseline: bool = False
@@ -106,6 +115,7 @@ class Variant(Strict):
     # size below the scheme's that divides them (largest_fitting). Logged, and recorded in the manifest.
     unfit_groups: Literal["error", "keep", "largest_fitting"] = "error"
     endpoint: Endpoint | None = None   # a running server measured as it is, instead of weights the suite serves
+    llamacpp: LlamaCpp | None = None   # a GGUF file the suite serves on llama.cpp instead of vLLM
 
     @field_validator("actorder", mode="before")
     @classmethod
@@ -117,7 +127,9 @@ class Variant(Strict):
         sources = [s for s in SOURCES if getattr(self, s) is not None]
         if len(sources) > 1:
             raise ValueError(f"give only one of {', '.join(sources)}")
-        if self.endpoint is not None:
+        if self.endpoint is not None and self.llamacpp is not None:
+            raise ValueError("give only one of endpoint, llamacpp")
+        if self.endpoint is not None or self.llamacpp is not None:
             return self._check_endpoint(sources)
         if self.baseline and sources:
             raise ValueError("the baseline is the unquantized model: drop " + sources[0])
@@ -139,7 +151,8 @@ class Variant(Strict):
         weights_options = sources + [name for name in ("sensitivity", "engine_args")
                                      if getattr(self, name)] + (["backend"] if self.backend != "llmcompressor" else [])
         if weights_options:
-            raise ValueError(f"an endpoint variant is served by its own server: drop {', '.join(weights_options)}")
+            kind = "an endpoint" if self.endpoint else "a llamacpp"
+            raise ValueError(f"{kind} variant is served by its own server: drop {', '.join(weights_options)}")
         return self
 
     def _check_gptqmodel(self) -> None:

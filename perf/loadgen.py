@@ -50,7 +50,7 @@ def no_gc_pauses() -> Iterator[None]:
         gc.unfreeze()
 
 
-def request_body(model: str, prompt: list[int], output_tokens: int) -> dict:
+def request_body(model: str, prompt: list[int] | str, output_tokens: int) -> dict:
     return {
         "model": model, "prompt": prompt, "max_tokens": output_tokens, "ignore_eos": True,
         "temperature": 0, "stream": True, "stream_options": {"include_usage": True},

@@ -7,8 +7,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from core.recipe import Recipe, RecipeError
+from core.recipe import LlamaCpp, Recipe, RecipeError
 from perf.engines.endpoint import EndpointProblem, probe
+from perf.engines.llamacpp import resolve_llamacpp_python
+from quant.models import ModelNotFound, find_gguf
 
 
 def probe_endpoints(recipe: Recipe, recipe_path: Path | None, only: list[str] | None = None) -> dict[str, dict]:
@@ -16,13 +18,32 @@ def probe_endpoints(recipe: Recipe, recipe_path: Path | None, only: list[str] | 
     source = str(recipe_path) if recipe_path else f"recipe {recipe.name}"
     facts, problems = {}, []
     for variant in recipe.variants:
-        if variant.endpoint is None or (only and variant.name not in only):
+        if only and variant.name not in only:
             continue
-        spec = variant.endpoint
         try:
-            facts[variant.name] = probe(spec.base_url, spec.model, spec.api_key_env)
+            if variant.endpoint is not None:
+                spec = variant.endpoint
+                facts[variant.name] = probe(spec.base_url, spec.model, spec.api_key_env)
+            elif variant.llamacpp is not None:
+                facts[variant.name] = llamacpp_files(variant.llamacpp, recipe_path)
         except EndpointProblem as exc:
-            problems.append(f"{source}: variant {variant.name}: endpoint: {exc}")
+            kind = "endpoint" if variant.endpoint else "llamacpp"
+            problems.append(f"{source}: variant {variant.name}: {kind}: {exc}")
     if problems:
         raise RecipeError(problems, source)
     return facts
+
+
+def llamacpp_files(spec: LlamaCpp, recipe_path: Path | None) -> dict:
+    """The GGUF file and the server's python a llamacpp variant names (its server starts in the variant's turn)."""
+    python = resolve_llamacpp_python(spec.python)
+    if not Path(python).is_file():
+        raise EndpointProblem(f"no llama.cpp environment at {python}: run `make setup-llamacpp` (or set "
+                              "QUANT_LLAMACPP_PYTHON)")
+    try:
+        gguf = find_gguf(spec.gguf, recipe_path.parent if recipe_path else None)
+    except ModelNotFound as exc:
+        raise EndpointProblem(str(exc)) from None
+    if gguf is None:
+        raise EndpointProblem(f"gguf {spec.gguf!r}: not a .gguf file")
+    return {"gguf": str(gguf), "python": python}

@@ -29,7 +29,7 @@ from quant.context import StageError, SweepContext, new_record
 from quant.executors import run_variants
 from quant.endpoint_probe import probe_endpoints
 from quant.measure import measure_variant
-from quant.measure_endpoint import run_endpoint_variant
+from quant.measure_endpoint import run_endpoint_variant, run_llamacpp_variant
 from quant.models import resolve_model
 from quant.perf_stage import memory_columns
 from quant.progress import Reporter
@@ -223,6 +223,8 @@ def run_variant(ctx: SweepContext, variant: Variant) -> dict:
     endpoint variant's on its running server (measure_endpoint.py)."""
     if variant.endpoint is not None:
         return run_endpoint_variant(ctx, variant)
+    if variant.llamacpp is not None:
+        return run_llamacpp_variant(ctx, variant)
     record = new_record(variant)
     try:
         with timed(record, "quantize"):

