@@ -24,6 +24,7 @@ tasks:
   - {name: demo_math, limit: 12}
   - {name: arc_easy, data_files: tests/data/arc_easy.jsonl}
 kl_items: 4
+gates: {min_n: 4}
 perf:
   workloads:
     - {name: tiny, prompt_tokens: 32, output_tokens: 8, concurrency: [2], requests_per_level: 4, warmup_requests: 1}
@@ -104,6 +105,19 @@ def test_the_endpoint_scores_every_item_as_the_suite_served_model(runs):
 def test_the_gate_pairs_an_endpoint_run_with_a_sweeps_baseline(runs):
     root, found, _ = runs
     assert found["alone"]["variants"]["deployed"]["status"] == "ok"
-    code, out, err = quant("gate", "--baseline", str(root / "both"), "--candidate", f"{root / 'alone'}:deployed")
+    code, out, err = quant("gate", "--baseline", str(root / "both"), "--candidate", f"{root / 'alone'}:deployed",
+                           "--json", "-")
     assert code == 0, out + err
-    assert "PASS" in out and "n=12" in out.replace(" ", "") or "12" in out
+    checks = {c["task"]: c for c in _checks(json.loads(out))}
+    assert {task: (c["n_paired"], c["n_baseline"], c["n_candidate"]) for task, c in checks.items()
+            if task in ("demo_math", "arc_easy")} == {"demo_math": (12, 12, 12), "arc_easy": (4, 4, 4)}
+
+
+def _checks(document) -> list[dict]:
+    """Every check in the gate's JSON, wherever it nests them."""
+    if isinstance(document, dict):
+        found = [document] if "n_paired" in document and "task" in document else []
+        return found + [c for value in document.values() for c in _checks(value)]
+    if isinstance(document, list):
+        return [c for value in document for c in _checks(value)]
+    return []

