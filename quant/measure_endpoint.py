@@ -20,7 +20,7 @@ from perf.engines.process import DEATH_WAIT_S, EngineDiedError, EngineStartError
 from quant.context import Checkpoint, Session, SweepContext, new_record
 from quant.eval_stage import EvalStage
 from quant.kl_stage import KlStage
-from quant.measure import _run_stages
+from quant.measure import run_stages
 from quant.perf_stage import PerfStage
 from quant.timing import timed
 
@@ -96,7 +96,7 @@ def run_endpoint_variant(ctx: SweepContext, variant: Variant, server=None, recor
             raise exc
 
     try:
-        _run_stages(stages, session, record)
+        run_stages(stages, session, record)
     except EngineDiedError as exc:
         _lost(ctx, record, stages, str(exc))
         record.setdefault("engine_deaths", []).append(str(exc))
