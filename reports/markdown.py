@@ -198,7 +198,7 @@ def checkpoint_rows(results: Results) -> list[list[str]]:
         kept = m.get("ignore_expanded")
         served = "yes" if v.served else ("no: " + v.status if not v.ok else "no")
         if cells := endpoint_cells(v):
-            rows.append([name, *cells, "-", "-", "-", "-", served])
+            rows.append([name, *cells, "-", mb(v.size_bytes), "-", "-", served])
             continue
         rows.append([name, m.get("scheme_description") or m.get("scheme") or "-", m.get("format") or "-", bits,
                      mb(v.size_bytes), str(len(kept)) if kept is not None else "-", seconds, served])

@@ -4,6 +4,8 @@ measurable on this engine". Those tasks and measurements are absent from the tab
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from core.results import Results
 
 TITLE = "Not measurable on this engine"
@@ -24,7 +26,10 @@ def not_measurable_lines(results: Results) -> list[tuple[str, str]]:
 
 
 def endpoint_cells(v) -> tuple[str, str] | None:
-    """An endpoint variant's scheme and format cells in the checkpoints table: where it is served, not weights."""
+    """The scheme and format cells in the checkpoints table of a variant served by another engine: a GGUF file
+    on llama.cpp, or an endpoint (where it is served, not its weights)."""
     if not v.endpoint:
         return None
+    if v.endpoint.get("engine") == "llama.cpp":
+        return f"{Path(v.endpoint.get('gguf', '?')).name} on llama.cpp", "GGUF"
     return f"endpoint {v.endpoint.get('base_url')} (model {v.endpoint.get('model')})", "served elsewhere"

@@ -36,6 +36,7 @@ variants:
     endpoint: {{base_url: "{url}", model: {model}{key}}}
 tasks: [{{name: demo_math, limit: 4}}, {{name: python_docs_ppl, limit: 2}}]
 kl_items: 2
+gates: {{min_n: 2}}
 perf:
   workloads:
     - {{name: tiny, prompt_tokens: 16, output_tokens: 4, concurrency: [1], requests_per_level: 3, warmup_requests: 1}}
@@ -86,7 +87,7 @@ def sweep(path: Path, tmp_path: Path) -> dict:
                      cache_dir=tmp_path / "cache", reporter=Reporter(quiet=True))
 
 
-def test_an_endpoint_is_measured_and_what_it_cannot_score_is_listed(tmp_path, standin_engine, endpoint):
+def test_an_endpoint_is_measured_and_what_it_cannot_score_is_listed(tmp_path, standin_engine, endpoint, capsys):
     url = endpoint("served-elsewhere")
     results = sweep(write_recipe(tmp_path, url, "served-elsewhere"), tmp_path)
 
@@ -107,6 +108,10 @@ def test_an_endpoint_is_measured_and_what_it_cannot_score_is_listed(tmp_path, st
     assert set(results["variants"]["bf16"]["accuracy"]) == {"demo_math", "python_docs_ppl"}
     report = (tmp_path / "run" / "pareto.md").read_text()
     assert "Not measurable on this engine" in report and "python_docs_ppl" in report
+    # the gate never decides a task the candidate's engine could not score: it says so (exit 2)
+    run = tmp_path / "run"
+    assert quant_main(["gate", "--baseline", str(run), "--candidate", f"{run}:deployed"]) == 2
+    assert "task python_docs_ppl is not measurable on candidate deployed's engine" in capsys.readouterr().err
 
 
 def test_an_endpoint_that_cannot_be_used_is_one_line_each_before_any_work(tmp_path, standin_engine, endpoint,
