@@ -103,6 +103,10 @@ def run_endpoint_variant(ctx: SweepContext, variant: Variant, server=None, recor
     except Exception as exc:  # noqa: BLE001 - a failing endpoint fails this variant, keeping what it measured
         _lost(ctx, record, stages, f"the endpoint {server.base_url} started failing: {type(exc).__name__}: "
                                    f"{str(exc)[:300]}")
+    if unscorable and ctx.recipe.kl_items and not variant.baseline:   # with or without a baseline in this run
+        kl = record.setdefault("not_measurable", {}).setdefault("kl", {})
+        for task in evals.keys:
+            kl.setdefault(task, f"prompt log-probabilities: {unscorable}")
     write_jsonl(ctx.variant_dir(variant.name) / "accuracy.jsonl",
                 [{"task": t, **a} for t, a in record["accuracy"].items()])
     return record

@@ -14,8 +14,10 @@ from perf.engines.vllm import HOST, REPO, VLLMServer
 
 ENTRYPOINT = "llama_cpp.server"
 DEFAULT_PYTHON = REPO / ".venv-llamacpp" / "bin" / "python"
-# logits_all: without it the server returns no prompt log-probabilities with `echo`
-DEFAULT_ARGS: dict[str, Any] = {"n_ctx": 2048, "logits_all": True}
+# logits_all: without it the server returns no prompt log-probabilities with `echo`. interrupt_requests: by
+# default a new request cuts the one in flight short (after one token), so concurrent requests would be measured
+# as one-token answers; off, they queue (the server runs one at a time).
+DEFAULT_ARGS: dict[str, Any] = {"n_ctx": 2048, "logits_all": True, "interrupt_requests": False}
 
 
 def resolve_llamacpp_python(configured: str | None) -> str:

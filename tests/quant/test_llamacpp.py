@@ -70,7 +70,7 @@ tasks:
 kl_items: 2
 perf:
   workloads:
-    - {{name: tiny, prompt_tokens: 32, output_tokens: 8, concurrency: [1], requests_per_level: 3, warmup_requests: 1}}
+    - {{name: tiny, prompt_tokens: 32, output_tokens: 8, concurrency: [2], requests_per_level: 4, warmup_requests: 1}}
 """
     path = tmp_path / "llamacpp.yaml"
     path.write_text(text)
@@ -84,7 +84,10 @@ perf:
     assert "shifted by one position" in record["not_measurable"]["tasks"]["arc_easy"]
     assert "shifted by one position" in record["not_measurable"]["kl"]["demo_math"]
     (point,) = record["perf"]["tiny"]["points"]
-    assert point["n"] == 3 and point["errors"] == 0 and point["output_tokens_per_s"] > 0
+    assert point["n"] == 4 and point["errors"] == 0 and point["output_tokens_per_s"] > 0
+    # two requests at a time queue on the server: neither cuts the other short (interrupt_requests off)
+    perf_records = (tmp_path / "run" / "variants" / "q4_1-llamacpp" / "perf" / "tiny.jsonl").read_text().splitlines()
+    assert [json.loads(line)["output_tokens"] for line in perf_records] == [8] * 4
     assert record["memory"]["server_rss_bytes"] > 0   # the suite started it: its memory is measured
     assert record["size_bytes"] == (Path(record["endpoint"]["gguf"])).stat().st_size
     assert "--model_alias" in record["serve_command"]
