@@ -94,7 +94,8 @@ def probe(base_url: str, model: str, api_key_env: str | None = None) -> dict:
         listed = ", ".join(str(c.get("id")) for c in cards) or "no model"
         raise EndpointProblem(f"{base_url} does not serve model {model!r}; it lists {listed}")
     facts = {"base_url": base_url, "model": model, "owned_by": card.get("owned_by"),
-             "max_model_len": card.get("max_model_len"), "probed": round(time.time(), 3), **_identity(base_url, server.headers)}
+             "max_model_len": card.get("max_model_len"), "probed": round(time.time(), 3),
+             **_identity(base_url, server.headers)}
     facts["token_prompts"] = _takes_token_ids(server)
     facts.update(prompt_logprobs(server))
     return facts
@@ -155,7 +156,8 @@ def prompt_logprobs(server: EndpointServer) -> dict:
     logprobs = choice.get("logprobs") or {}
     tokens, tops = logprobs.get("tokens") or [], logprobs.get("top_logprobs") or []
     if not tokens or len(tops) != len(tokens) or not any(tops):
-        return {**found, "prompt_logprobs": "the server returns no prompt log-probabilities with echo", "top_logprobs": 0}
+        return {**found, "prompt_logprobs": "the server returns no prompt log-probabilities with echo",
+                "top_logprobs": 0}
     found["top_logprobs"] = max(len(t or {}) for t in tops)
     at = _position_of(tokens, PROBE_PROMPT + greedy)
     if at is None:
