@@ -5,7 +5,7 @@ PY := .venv/bin/python
 export HF_HUB_OFFLINE := 1
 export HF_DATASETS_OFFLINE := 1
 
-.PHONY: setup setup-real demo demo-full demo-real test test-fast test-browser bench-setup gptq-setup lock check-cuda clean
+.PHONY: setup setup-real setup-llamacpp demo demo-full demo-real test test-fast test-browser bench-setup gptq-setup lock check-cuda clean
 
 setup:
 	@bash scripts/setup.sh
@@ -23,6 +23,11 @@ demo-full: setup
 REAL_DEMO_VARIANTS := bf16 w4a16-rtn-g64 w8a8-int8
 setup-real:
 	@QUANT_REAL_MODEL=1 bash scripts/setup.sh
+
+# llama.cpp's server (llama-cpp-python, built from source: about 5 minutes on 2 cores) in .venv-llamacpp, with
+# SmolLM2's GGUF file: what a recipe's `llamacpp` variants run on. `make test` runs its tests where it is set up.
+setup-llamacpp:
+	@bash scripts/setup-llamacpp.sh
 
 demo-real: setup-real
 	.venv/bin/quant sweep recipes/smollm2.yaml --only $(REAL_DEMO_VARIANTS)

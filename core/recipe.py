@@ -68,6 +68,24 @@ class Sensitivity(Strict):
 SOURCES = ("scheme", "weights", "groups", "recipe", "checkpoint")   # where a variant's weights come from
 
 
+class Endpoint(Strict):
+    """A server already running that the suite measures as it is (it never starts or stops it): any
+    OpenAI-compatible /v1/completions. It must serve the recipe's model: its tokenizer (the recipe's `model`)
+    splits the scored text and makes the perf prompts."""
+    base_url: str = Field(pattern=r"^https?://[^\s/]+(/\S*)?$")   # e.g. http://127.0.0.1:8000 (without /v1)
+    model: str = Field(min_length=1)   # the served model name, as its /v1/models lists it
+    api_key_env: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")   # sent as a Bearer token
+
+
+class LlamaCpp(Strict):
+    """A GGUF file served as it is by llama.cpp's server (llama-cpp-python), which the suite starts and stops
+    as it does vLLM, then measures as an endpoint. It must hold the recipe's model (whose tokenizer scores)."""
+    gguf: str                          # a .gguf path, or package:NAME/FILE.gguf
+    args: dict[str, Any] = Field(default_factory=dict)   # server settings, e.g. {n_ctx: 2048, n_threads: 2}
+    python: str | None = None          # its environment's python; else $QUANT_LLAMACPP_PYTHON, else .venv-llamacpp
+    startup_timeout_s: float = Field(default=300, gt=0)
+
+
 class Variant(Strict):
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
     baseline: bool = False
@@ -96,6 +114,8 @@ class Variant(Strict):
     # layers and the sizes that fit (error); those Linears stay 16-bit (keep); or they get the largest group
     # size below the scheme's that divides them (largest_fitting). Logged, and recorded in the manifest.
     unfit_groups: Literal["error", "keep", "largest_fitting"] = "error"
+    endpoint: Endpoint | None = None   # a running server measured as it is, instead of weights the suite serves
+    llamacpp: LlamaCpp | None = None   # a GGUF file the suite serves on llama.cpp instead of vLLM
 
     @field_validator("actorder", mode="before")
     @classmethod
@@ -107,6 +127,10 @@ class Variant(Strict):
         sources = [s for s in SOURCES if getattr(self, s) is not None]
         if len(sources) > 1:
             raise ValueError(f"give only one of {', '.join(sources)}")
+        if self.endpoint is not None and self.llamacpp is not None:
+            raise ValueError("give only one of endpoint, llamacpp")
+        if self.endpoint is not None or self.llamacpp is not None:
+            return self._check_endpoint(sources)
         if self.baseline and sources:
             raise ValueError("the baseline is the unquantized model: drop " + sources[0])
         if self.actorder and self.algorithm != "gptq":
@@ -121,6 +145,14 @@ class Variant(Strict):
                                                        or self.sensitivity or self.backend != "llmcompressor"):
             raise ValueError("unfit_groups largest_fitting needs one `scheme` or `weights` (no groups), backend "
                              "llmcompressor and no sensitivity; unfit_groups keep works with all of them")
+        return self
+
+    def _check_endpoint(self, sources: list[str]) -> "Variant":
+        weights_options = sources + [name for name in ("sensitivity", "engine_args")
+                                     if getattr(self, name)] + (["backend"] if self.backend != "llmcompressor" else [])
+        if weights_options:
+            kind = "an endpoint" if self.endpoint else "a llamacpp"
+            raise ValueError(f"{kind} variant is served by its own server: drop {', '.join(weights_options)}")
         return self
 
     def _check_gptqmodel(self) -> None:

@@ -229,6 +229,9 @@ class VariantRecord(Record):
     served: StrictBool | None = None
     eval_backend: StrictStr | None = None
     ran_on: RanOn | None = None
+    endpoint: dict[str, Any] | None = None   # an endpoint variant: what its probe found (perf/engines/endpoint.py)
+    # What this engine could not measure, with why: {"tasks": {task: why}, "kl": {task: why}, "memory": {...}}
+    not_measurable: dict[str, dict[str, StrictStr]] | None = None
 
     @property
     def ok(self) -> bool:

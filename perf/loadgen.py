@@ -50,7 +50,7 @@ def no_gc_pauses() -> Iterator[None]:
         gc.unfreeze()
 
 
-def request_body(model: str, prompt: list[int], output_tokens: int) -> dict:
+def request_body(model: str, prompt: list[int] | str, output_tokens: int) -> dict:
     return {
         "model": model, "prompt": prompt, "max_tokens": output_tokens, "ignore_eos": True,
         "temperature": 0, "stream": True, "stream_options": {"include_usage": True},
@@ -59,10 +59,11 @@ def request_body(model: str, prompt: list[int], output_tokens: int) -> dict:
     }
 
 
-def make_client(concurrency: int, timeout_s: float = 600.0) -> aiohttp.ClientSession:
+def make_client(concurrency: int, timeout_s: float = 600.0, headers: dict[str, str] | None = None
+                ) -> aiohttp.ClientSession:
     """One session per workload, `concurrency` keep-alive connections; a read may stall up to timeout_s.
     aiohttp ignores HTTP(S)_PROXY unless told otherwise: 127.0.0.1 is never routed through a proxy."""
-    return aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=concurrency),
+    return aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=concurrency), headers=headers,
                                  timeout=aiohttp.ClientTimeout(total=None, sock_connect=30, sock_read=timeout_s))
 
 

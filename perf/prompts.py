@@ -16,7 +16,7 @@ class PromptMaker:
     def __init__(self, tokenizer_path: str | Path):
         from transformers import AutoTokenizer   # heavy import; only needed here
 
-        tok = AutoTokenizer.from_pretrained(str(tokenizer_path))
+        tok = self.tokenizer = AutoTokenizer.from_pretrained(str(tokenizer_path))
         self.prefix, self.suffix = _special_wrapping(tok)
         excluded = set(tok.all_special_ids) | set(getattr(tok, "added_tokens_decoder", {}) or {})
         limit = len(tok)
@@ -24,6 +24,11 @@ class PromptMaker:
         if config.is_file():   # a tokenizer may list ids the model has no embedding for
             limit = min(limit, json.loads(config.read_text()).get("vocab_size") or limit)
         self.allowed = np.array([i for i in range(limit) if i not in excluded], dtype=np.int64)
+
+    def text(self, ids: list[int]) -> str:
+        """The prompt as text, for a server that takes no token ids (its own tokenizer may count a few more or
+        fewer tokens: the perf stage's warnings then say so)."""
+        return self.tokenizer.decode(ids)
 
     def shared(self, tokens: int, rng: np.random.Generator) -> list[int]:
         return rng.choice(self.allowed, size=tokens).tolist()

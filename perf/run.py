@@ -105,6 +105,10 @@ class _Run:
         self.best_rate: float | None = None
         self.done, self.total = 0, requests_in(workload)
 
+    def as_sent(self, ids: list[int]) -> list[int] | str:
+        """Token ids, or their text where the server takes no token-id prompts (an endpoint's probe says)."""
+        return self.maker.text(ids) if getattr(self.server, "text_prompts", False) else ids
+
     def tick(self, _: RequestRecord) -> None:
         self.done += 1
         self.total = max(self.total, self.done)
@@ -115,7 +119,7 @@ class _Run:
         w = self.workload
         # connections: a closed loop never has more in flight than its top level; an open loop is uncapped
         in_flight = max(c for _, c in w.levels()) if not w.open_loop else (w.max_concurrency or OPEN_LOOP_CONNECTIONS)
-        async with make_client(int(in_flight)) as self.client:
+        async with make_client(int(in_flight), headers=getattr(self.server, "headers", None)) as self.client:
             if w.rate_search:
                 await self.search(w.rate_search)
             else:
@@ -145,11 +149,12 @@ class _Run:
         warm = plan_level(w, kind, level, self.maker, self.seed + 1, limit=w.warmup_requests)
         if warm:
             streams = int(level) if kind == "concurrency" else WARMUP_CONCURRENCY
-            await run_closed_loop(url, model, [r.prompt for r in warm], [r.output_tokens for r in warm],
+            await run_closed_loop(url, model, [self.as_sent(r.prompt) for r in warm],
+                                  [r.output_tokens for r in warm],
                                   min(streams, len(warm)), client=client, on_done=self.tick)
         rss = _PeakRss(self.server)
         sampler = asyncio.create_task(rss.run())
-        prompts, outputs = [r.prompt for r in plan], [r.output_tokens for r in plan]
+        prompts, outputs = [self.as_sent(r.prompt) for r in plan], [r.output_tokens for r in plan]
         started = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
         with no_gc_pauses():
             before = await read_counters(client, self.base_url)

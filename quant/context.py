@@ -60,6 +60,8 @@ class SweepContext:
     reporter: Reporter
     retry_failed: bool = False
     kl_reference: dict[str, KlReference] = field(default_factory=dict)   # task -> the baseline's, once measured
+    kl_unmeasurable: dict[str, str] = field(default_factory=dict)   # task -> why the baseline has no KL reference
+    endpoints: dict[str, dict] = field(default_factory=dict)   # endpoint variant -> its probe's facts
     out_remote: Any = None   # core.remote.Remote where the run directory lives at a URL (out is this node's mirror)
     model_source: dict | None = None   # what a GGUF model was before it was dequantized
     engine_facts: dict | None = None   # the engine's kind, distribution, version and device (results.json `engine`)

@@ -44,6 +44,7 @@ class EvalStage:
         self.ctx, self.variant, self.backend = ctx, variant, backend
         self.keys = {t.key: eval_key(ctx, t, checkpoint.key, backend, engine_args) for t in ctx.recipe.tasks}
         self.todo = [t for t in ctx.recipe.tasks if not ctx.cache.has(STAGE_EVAL, self.keys[t.key])]
+        self.not_measurable: dict[str, str] = {}   # task -> why this engine cannot score it
 
     def pending(self) -> bool:
         return bool(self.todo)
@@ -54,12 +55,26 @@ class EvalStage:
             with self.ctx.cache.building(STAGE_EVAL, key, on_wait=lambda: self.ctx.reporter.log(
                     f"  eval {task.key}: another sweep on this cache is scoring it; waiting")) as needed:
                 if needed:
-                    run_eval(self.ctx, session.lm, task, key, self.variant.name)
+                    self._run_one(session, task, key)
+
+    def _run_one(self, session: Session, task: Task, key: str) -> None:
+        from evals.backends.served import NotMeasurable
+
+        try:
+            run_eval(self.ctx, session.lm, task, key, self.variant.name)
+        except NotMeasurable as exc:
+            self.not_measurable[task.key] = str(exc)
+            self.ctx.reporter.log(f"  {task.key}: not measurable on this engine ({exc})", style="yellow")
 
     def collect(self, record: dict) -> None:
+        """Every task scored (a task the engine could not score, or not reached before a failure, is absent;
+        the former listed under not_measurable)."""
         vdir = self.ctx.variant_dir(self.variant.name)
         for name, key in self.keys.items():
-            collect_eval(self.ctx, key, name, record, vdir, self.backend)
+            if self.ctx.cache.has(STAGE_EVAL, key):
+                collect_eval(self.ctx, key, name, record, vdir, self.backend)
+        if self.not_measurable:
+            record.setdefault("not_measurable", {}).setdefault("tasks", {}).update(self.not_measurable)
 
 
 def run_eval(ctx: SweepContext, lm, task: Task, key: str, model_name: str) -> None:

@@ -30,6 +30,7 @@ class KlStage:
     def __init__(self, ctx: SweepContext, variant: Variant, eval_keys: dict[str, str]):
         self.ctx, self.variant, self.eval_keys = ctx, variant, eval_keys
         self.todo = self._todo()
+        self.not_measurable: dict[str, str] = {}   # task -> why this variant's KL cannot be measured
 
     def _todo(self) -> list[str]:
         """Tasks whose half for this variant is not cached yet (and can be done)."""
@@ -47,31 +48,49 @@ class KlStage:
     def run(self, session: Session) -> None:
         """The uncached halves, with `session.lm` (anything with topk_logprobs) on this variant; the variant's
         answers come from its eval stage, which has run by now."""
+        from evals.backends.served import NotMeasurable
         from evals.stats import mean_ci   # numpy and scipy: a cached stage never imports them
 
-        ctx = self.ctx
         for task in self.todo:
-            eval_key = self.eval_keys[task]
-            if self.variant.baseline:
-                pairs = reference_pairs(self._samples(eval_key), ctx.recipe.kl_items)
-                ctx.cache.save_json(STAGE_REFERENCE, _reference_key(ctx, eval_key),
-                                    {"pairs": pairs, "topk": self._topk(session.lm, f"KL reference {task}", pairs)})
-                continue
-            reference = ctx.kl_reference[task]
-            topk = self._topk(session.lm, f"KL {task}", reference.pairs)
-            items = [{"doc_id": d, "kl": kl, "top1": item_top1_agreement(b, c)}
-                     for (d, _, _), b, c in zip(reference.pairs, reference.topk, topk)
-                     if (kl := item_kl(b, c)) is not None]
-            summary = mean_ci([i["kl"] for i in items]) if items else None
-            top1 = mean_ci([i["top1"] for i in items]) if items else None
-            ctx.cache.save_json(STAGE_KL, _kl_key(eval_key, reference.key),
-                                {"summary": summary, "top1_agreement": top1, "items": items})
+            if self.variant.baseline and not self.ctx.cache.has(STAGE_EVAL, self.eval_keys[task]):
+                self.ctx.kl_unmeasurable[task] = "the baseline's task is not measurable on its engine"
+                continue   # no answers to score
+            try:
+                self._run_one(session, task, mean_ci)
+            except NotMeasurable as exc:
+                self.not_measurable[task] = str(exc)
+                if self.variant.baseline:
+                    self.ctx.kl_unmeasurable[task] = f"the baseline's {exc}"
+                self.ctx.reporter.log(f"  KL {task}: not measurable on this engine ({exc})", style="yellow")
+
+    def _run_one(self, session: Session, task: str, mean_ci) -> None:
+        ctx = self.ctx
+        eval_key = self.eval_keys[task]
+        if self.variant.baseline:
+            pairs = reference_pairs(self._samples(eval_key), ctx.recipe.kl_items)
+            ctx.cache.save_json(STAGE_REFERENCE, _reference_key(ctx, eval_key),
+                                {"pairs": pairs, "topk": self._topk(session.lm, f"KL reference {task}", pairs)})
+            return
+        reference = ctx.kl_reference[task]
+        topk = self._topk(session.lm, f"KL {task}", reference.pairs)
+        items = [{"doc_id": d, "kl": kl, "top1": item_top1_agreement(b, c)}
+                 for (d, _, _), b, c in zip(reference.pairs, reference.topk, topk)
+                 if (kl := item_kl(b, c)) is not None]
+        summary = mean_ci([i["kl"] for i in items]) if items else None
+        top1 = mean_ci([i["top1"] for i in items]) if items else None
+        ctx.cache.save_json(STAGE_KL, _kl_key(eval_key, reference.key),
+                            {"summary": summary, "top1_agreement": top1, "items": items})
 
     def collect(self, record: dict) -> None:
         """The baseline keeps its reference in the context; the others get accuracy[task]["kl"]."""
         ctx = self.ctx
         if not ctx.recipe.kl_items:
             return
+        unmeasurable = dict(self.not_measurable)
+        if not self.variant.baseline:
+            unmeasurable |= {t: why for t, why in ctx.kl_unmeasurable.items() if t in self.eval_keys}
+        if unmeasurable:
+            record.setdefault("not_measurable", {}).setdefault("kl", {}).update(unmeasurable)
         for task, eval_key in self.eval_keys.items():
             if self.variant.baseline:
                 key = _reference_key(ctx, eval_key)

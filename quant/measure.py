@@ -123,7 +123,7 @@ def engine_to_start_ahead(ctx: SweepContext, variant: Variant, checkpoint: Check
     return _engine(ctx, variant, checkpoint, engine_args)
 
 
-def _run_stages(stages: list[Stage], session: Callable[[], AbstractContextManager[Session]], record: dict) -> bool:
+def run_stages(stages: list[Stage], session: Callable[[], AbstractContextManager[Session]], record: dict) -> bool:
     """Runs the stages' uncached work in one session (opened only if there is any), then collects every stage.
     Returns whether a session was opened."""
     opened = any(stage.pending() for stage in stages)
@@ -191,7 +191,7 @@ def _measure_served(ctx: SweepContext, variant: Variant, checkpoint: Checkpoint,
                 raise exc
 
     try:
-        if not _run_stages(stages, served, record):
+        if not run_stages(stages, served, record):
             ctx.reporter.log("  evals and perf: cached")
     except EngineStartError as exc:
         return exc
@@ -213,4 +213,4 @@ def _measure_inprocess(ctx: SweepContext, variant: Variant, checkpoint: Checkpoi
             raise StageError(f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}") from None
         yield Session(lm)
 
-    _run_stages([evals, KlStage(ctx, variant, evals.keys)], in_process, record)
+    run_stages([evals, KlStage(ctx, variant, evals.keys)], in_process, record)

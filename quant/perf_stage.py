@@ -65,7 +65,8 @@ class PerfStage:
         label = f"{levels[0][0]} " + ", ".join(f"{level:g}" for _, level in levels)
         started = time.time()
         with ctx.reporter.bar(f"  perf {workload.name} ({label})", requests_in(workload)) as advance:
-            result = run_workload(session.server, self.variant.name, self.checkpoint.path, workload,
+            served_name = self.variant.endpoint.model if self.variant.endpoint else self.variant.name
+            result = run_workload(session.server, served_name, self.checkpoint.path, workload,
                                   progress=lambda done, _total: advance(1), slo=slo)
         # a server that died under the level answered with errors: those are no measurement to keep
         failed = any(p["errors"] for p in result["points"])
@@ -78,6 +79,8 @@ class PerfStage:
     def collect(self, record: dict) -> None:
         vdir = self.ctx.variant_dir(self.variant.name)
         for name, key in self.keys.items():
+            if not self.ctx.cache.has(STAGE_PERF, key):   # not reached before the variant failed
+                continue
             result = self.ctx.cache.load_json(STAGE_PERF, key)
             record["perf"][name] = result
             for memory in ("server_rss_bytes", "server_gpu_bytes"):

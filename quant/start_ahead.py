@@ -79,8 +79,9 @@ class StartAhead:
     def begin_after(self, variant: Variant) -> None:
         nxt = self._next.get(variant.name)
         with self._changed:
-            if nxt is None or nxt.name in self._entries or self._closing:
-                return
+            served_otherwise = nxt is not None and (nxt.endpoint is not None or nxt.llamacpp is not None)
+            if nxt is None or served_otherwise or nxt.name in self._entries or self._closing:
+                return   # an endpoint's server is not the suite's to start; llama.cpp's starts in its turn
             if self._wanted is None:
                 self._wanted = wanted(self.ctx)
             if not self._wanted:

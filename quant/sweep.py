@@ -27,7 +27,9 @@ from perf.engines.process import EngineStartError, engine_warnings, log_since
 from perf.engines.vllm import resolve_engine_python
 from quant.context import StageError, SweepContext, new_record
 from quant.executors import run_variants
+from quant.endpoint_probe import probe_endpoints
 from quant.measure import measure_variant
+from quant.measure_endpoint import run_endpoint_variant, run_llamacpp_variant
 from quant.models import resolve_model
 from quant.perf_stage import memory_columns
 from quant.progress import Reporter
@@ -58,10 +60,12 @@ def run_sweep(recipe: Recipe, out: Location | str | Path, recipe_path: Path | No
     out = location.local
     with sandbox.permit_unisolated(allow_unisolated_code or recipe.allow_unisolated_code):
         code_tasks = _check(recipe, recipe_path, reporter, only)   # everything knowable, before any work
+        endpoints = probe_endpoints(recipe, recipe_path, only)
         if location.remote:   # the URL is the truth: an earlier run there is resumed as a local one would be
             shutil.rmtree(out, ignore_errors=True)
             location.remote.download_dir("", out)
         ctx = _context(recipe, location, recipe_path, cache_dir, reporter, retry_failed, device)
+        ctx.endpoints.update(endpoints)
         results = _load_previous(out, recipe)
         _note_sources(ctx, results, code_tasks)
         chosen = [v for v in recipe.variants if not only or v.name in only]
@@ -215,7 +219,12 @@ def _save(out: Path, results: dict) -> Path:
 # --- one variant -------------------------------------------------------------------------------------
 
 def run_variant(ctx: SweepContext, variant: Variant) -> dict:
-    """The variant's record: its checkpoint (quantize stage), then evals, KL and perf on it (measure.py)."""
+    """The variant's record: its checkpoint (quantize stage), then evals, KL and perf on it (measure.py); an
+    endpoint variant's on its running server (measure_endpoint.py)."""
+    if variant.endpoint is not None:
+        return run_endpoint_variant(ctx, variant)
+    if variant.llamacpp is not None:
+        return run_llamacpp_variant(ctx, variant)
     record = new_record(variant)
     try:
         with timed(record, "quantize"):

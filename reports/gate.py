@@ -256,6 +256,10 @@ def compare(baseline: dict, candidate: dict, policy: Gates, allow_partial_overla
     checks = []
     for task, base in baseline.get("accuracy", {}).items():
         cand = candidate.get("accuracy", {}).get(task)
+        unmeasurable = ((candidate.get("not_measurable") or {}).get("tasks") or {}).get(task)
+        if cand is None and unmeasurable:
+            raise GateInputError(f"{candidate['_path']}: task {task} is not measurable on candidate "
+                                 f"{candidate['name']}'s engine ({unmeasurable}): the gate cannot decide it")
         if cand is None:
             raise GateInputError(f"{candidate['_path']}: candidate {candidate['name']} has no result for task "
                                  f"{task} (status {candidate.get('status')}: {candidate.get('reason')})")

@@ -13,6 +13,7 @@ from reports.flips_html import anchor, flips_section
 from reports.markdown import (ACCURACY_HEADERS, CHECKPOINT_HEADERS, FOREIGN_LOAD_FOOTNOTE,
                               PERF_HEADERS, PLACEMENT_HEADERS, accuracy_cells, by_accuracy, checkpoint_rows, legend,
                               model_notes, p99_unreliable, perf_cells, placement_rows)
+from reports.not_measurable import TITLE as NOT_MEASURABLE, not_measurable_lines
 from reports.summary import Summary, summarize
 from reports.table import metric_of, rows_for_task, tasks_of, variant_rows
 
@@ -111,6 +112,9 @@ def render_html(results: Results, png: Path | None, run_dir: Path | None = None)
     if placements := placement_rows(results):
         parts.append("<h2>Where perf was measured</h2>" + _table(PLACEMENT_HEADERS, [_plain(r) for r in placements]))
     parts.append(flips)
+    if unmeasured := not_measurable_lines(results):
+        parts.append(f"<h2>{NOT_MEASURABLE}</h2><ul>"
+                     + "".join(f"<li><b>{e(n)}</b> — {e(what)}</li>" for n, what in unmeasured) + "</ul>")
     failures = [(n, v) for n, v in results.variants.items() if not v.ok]
     if failures:
         parts.append("<h2>Variants not fully measured</h2><ul>"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from core.results import Results
 from perf.metrics import samples_needed
+from reports.not_measurable import TITLE as NOT_MEASURABLE, endpoint_cells, not_measurable_lines
 from reports.summary import Summary, summarize
 from reports.table import headline_concurrency, memory_target, metric_of, rows_for_task, tasks_of, variant_rows
 
@@ -140,6 +141,8 @@ def render_markdown(results: Results, run_dir=None) -> str:
     if any(r.foreign_cores is not None for r in rows):
         lines += [FOREIGN_LOAD_FOOTNOTE, ""]
     lines += checkpoints_table(results) + placement_table(results)
+    if unmeasured := not_measurable_lines(results):
+        lines += [f"## {NOT_MEASURABLE}", ""] + [f"- **{n}** — {what}" for n, what in unmeasured] + [""]
     failures = [(n, v) for n, v in results.variants.items() if not v.ok]
     if failures:
         lines += ["## Variants not fully measured", ""]
@@ -194,6 +197,9 @@ def checkpoint_rows(results: Results) -> list[list[str]]:
                    else "-")
         kept = m.get("ignore_expanded")
         served = "yes" if v.served else ("no: " + v.status if not v.ok else "no")
+        if cells := endpoint_cells(v):
+            rows.append([name, *cells, "-", mb(v.size_bytes), "-", "-", served])
+            continue
         rows.append([name, m.get("scheme_description") or m.get("scheme") or "-", m.get("format") or "-", bits,
                      mb(v.size_bytes), str(len(kept)) if kept is not None else "-", seconds, served])
     return rows

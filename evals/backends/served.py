@@ -30,11 +30,21 @@ class RequestRejected(RuntimeError):
     """The server answered a request with a client error (4xx but 429): it was alive, and the request is wrong."""
 
 
+class NotMeasurable(RuntimeError):
+    """What a task or KL needs, the server cannot give (prompt log-probabilities it does not return, or does not
+    return aligned): the task is listed as not measurable on this engine, never scored some other way."""
+
+
 class ServedLM(LM):
+    """`unscorable`: why the server's prompt log-probabilities cannot be used (None: they can); then every
+    likelihood request and top-k request raises NotMeasurable with it. `headers`: sent with every request."""
+
     def __init__(self, completions_url: str, model: str, tokenizer_dir: str | Path | None = None,
-                 concurrency: int = 32, max_retries: int = 4, timeout_s: float = 300.0, progress=None) -> None:
+                 concurrency: int = 32, max_retries: int = 4, timeout_s: float = 300.0, progress=None,
+                 headers: dict[str, str] | None = None, unscorable: str | None = None) -> None:
         super().__init__()
         self.url, self.model, self.tokenizer_dir = completions_url, model, tokenizer_dir
+        self.headers, self.unscorable = dict(headers or {}), unscorable
         self.concurrency, self.max_retries, self.timeout_s = concurrency, max_retries, timeout_s
         self.progress = progress  # callable(n_done) or None
         self.cut_generations = 0   # prompts so long the context could not hold max_gen_toks more tokens
@@ -46,12 +56,14 @@ class ServedLM(LM):
 
     def loglikelihood(self, requests, disable_tqdm: bool = False) -> list[tuple[float, bool]]:
         """Sum of the continuation's logprobs and whether greedy decoding would produce it."""
+        self._need_logprobs()
         return self._run_all([self._continuation_logprob(*self._split_ids(context, continuation))
                               for context, continuation in (r.args for r in requests)])
 
     def loglikelihood_rolling(self, requests, disable_tqdm: bool = False) -> list[float]:
         """Sum of the logprobs of every token of the text, each after the prefix token (BOS, else EOS) and the
         text before it, as lm-eval's hf backend scores it (texts must fit the context)."""
+        self._need_logprobs()
         encoded = [rolling_ids(self._encode, self._prefix_id, text) for (text,) in (r.args for r in requests)]
         scored = self._run_all([self._continuation_logprob(ids[:1], ids[1:]) for ids in encoded])
         return [total for total, _ in scored]
@@ -79,9 +91,14 @@ class ServedLM(LM):
 
     def topk_logprobs(self, pairs: list[tuple[str, str]], k: int = TOP_K) -> list[list[dict[str, float]]]:
         """Per (context, continuation): for each continuation token, the top-k next-token logprobs there."""
+        self._need_logprobs()
         return self._run_all([self._continuation_topk(*self._split_ids(c, x), k) for c, x in pairs])
 
     # -- internals ------------------------------------------------------------------------------------
+
+    def _need_logprobs(self) -> None:
+        if self.unscorable:
+            raise NotMeasurable(f"prompt log-probabilities: {self.unscorable}")
 
     @cached_property
     def tokenizer(self):
@@ -94,7 +111,7 @@ class ServedLM(LM):
     def max_model_len(self) -> int | None:
         models_url = self.url.rsplit("/completions", 1)[0] + "/models"
         try:
-            cards = httpx.get(models_url, timeout=30).json()["data"]
+            cards = httpx.get(models_url, headers=self.headers, timeout=30).json()["data"]
         except (httpx.HTTPError, KeyError, ValueError):
             return None
         return next((c.get("max_model_len") for c in cards if c.get("id") == self.model), None)
@@ -114,7 +131,7 @@ class ServedLM(LM):
         async def run() -> list:
             limits = httpx.Limits(max_connections=self.concurrency, max_keepalive_connections=self.concurrency)
             gate = asyncio.Semaphore(self.concurrency)
-            async with httpx.AsyncClient(timeout=self.timeout_s, limits=limits) as client:
+            async with httpx.AsyncClient(timeout=self.timeout_s, limits=limits, headers=self.headers) as client:
                 self._client = client
 
                 async def one(work):
