@@ -74,7 +74,8 @@ def cmd_sweep(args) -> int:
         results = run_sweep(recipe, location, recipe_path=Path(args.recipe), reporter=Reporter(quiet=args.quiet),
                             cache_dir=args.cache_dir,
                             only=args.only, retry_failed=args.retry_failed,
-                            allow_unisolated_code=args.allow_unisolated_code, device=args.device)
+                            allow_unisolated_code=args.allow_unisolated_code, device=args.device,
+                            allow_long_cpu_eval=args.allow_long_cpu_eval)
     except (ModelNotFound, EngineStartError, IsolationRequired, RemoteError) as exc:
         return fail(args, str(exc))
     except OSError as exc:

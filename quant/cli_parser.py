@@ -23,7 +23,8 @@ BAD_INPUT = "  2    bad input: one line `{command} error: <what>` on stderr, bef
 INTERRUPTS = "  130  interrupted (Ctrl-C), 143 terminated (SIGTERM)"
 
 EXIT_CODES = {
-    "sweep": ["  0    every variant ok, or declared unsupported by the engine (recorded, scored in-process)",
+    "sweep": ["  0    every variant ok, or declared unsupported by the engine (recorded, scored in-process, or "
+              "not scored where\n       that would take hours on the CPU)",
               "  1    a variant failed: crash, quantization or measurement error (--allow-failed: 0); the "
               "baseline could not\n       be served, or no variant could (the gate and choose would have nothing "
               "to stand on); or the disk\n       filled up (one line; free space and re-run: finished stages are "
@@ -86,8 +87,12 @@ def build(handlers: dict[str, Callable], version: str) -> argparse.ArgumentParse
                    help="where variants run: one after another here (local, the default) or fanned out on Ray")
     s.add_argument("--ray-address", metavar="ADDR",
                    help="a running Ray cluster (implies --executor ray; default: start a local one)")
-    s.add_argument("--device", default="cpu", help="torch device of the sweep's own model work, e.g. cuda: the "
-                   "sensitivity ranking of variants that keep sensitive modules (default cpu)")
+    s.add_argument("--device", default="auto", help="torch device of the sweep's own model work: the sensitivity "
+                   "ranking and the in-process scoring of variants the engine cannot serve (default auto: cuda "
+                   "where a GPU is visible, else cpu)")
+    s.add_argument("--allow-long-cpu-eval", action="store_true",
+                   help="score a variant the engine cannot serve in-process on the CPU even where that is estimated "
+                   "to take over 2 hours (default: recorded unsupported, not scored; the estimate is printed)")
     s.add_argument("--quiet", action="store_true", help="no progress lines, only the report and errors")
 
     v = _command(sub, "validate", "every check a sweep makes before work, and no work", handlers["validate"])
