@@ -194,6 +194,7 @@ class VLLMServer:
         self.stop_grace_s = stop_grace_s
         self.engine_core_nice = engine_core_nice
         self.engine_core_niced: int | None = None   # the niceness applied, once the server is up
+        self.device = device   # what the engine's build serves on (engine_facts): cpu, cuda, rocm, None unknown
         self.port = free_port(HOST)
         self._proc: subprocess.Popen | None = None   # the lifeline; the server is its child
         self._server_pid: int | None = None
