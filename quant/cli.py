@@ -301,6 +301,21 @@ def cmd_demo(args) -> int:
     return exit_codes.OK
 
 
+def cmd_doctor(args) -> int:
+    from core.recipe import load_recipe
+    from quant.doctor import run_checks
+
+    recipe = load_recipe(args.recipe) if args.recipe else None   # RecipeError: every problem, exit 2
+    checks = run_checks(recipe, Path(args.recipe).parent if args.recipe else None,
+                        Path(args.cache_dir or Path("runs") / ".cache"))
+    for check in checks:
+        print(check.line())
+    missing = [c.name for c in checks if not c.ok]
+    print(f"doctor: ready ({len(checks)} checks)" if not missing else
+          f"doctor: not ready: {', '.join(missing)} (fixes above)")
+    return exit_codes.BAD_INPUT if missing else exit_codes.OK
+
+
 def cmd_sandbox_check(args) -> int:
     from evals import hostile, integrity
     from evals.sandbox import IsolationRequired, describe, permit_unisolated, require_isolation
@@ -361,7 +376,7 @@ def cmd_sensitivity(args) -> int:
 HANDLERS = {"sweep": cmd_sweep, "validate": cmd_validate, "gate": cmd_gate, "diff": cmd_diff, "choose": cmd_choose, "export": cmd_export,
             "report": cmd_report,
             "history": cmd_history, "compare": cmd_compare, "sensitivity": cmd_sensitivity,
-            "sandbox-check": cmd_sandbox_check, "demo": cmd_demo}
+            "sandbox-check": cmd_sandbox_check, "demo": cmd_demo, "doctor": cmd_doctor}
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -56,6 +56,8 @@ EXIT_CODES = {
                       "  1    a program was not contained, or a cheat scored a pass",
                       BAD_INPUT + " (no isolation here and no --allow-unisolated-code)"],
     "demo": ["  0    built", "  2    bad arguments", INTERRUPTS],
+    "doctor": ["  0    ready: every check ok", "  2    something is missing: each such line starts MISSING and ends "
+               "with its fix; or a bad recipe\n       (one line per problem)"],
 }
 
 
@@ -184,6 +186,13 @@ def build(handlers: dict[str, Callable], version: str) -> argparse.ArgumentParse
     x = _command(sub, "sandbox-check", "run the hostile-program and scoring-integrity corpora; exit 1 if any "
                  "program is not contained or a cheat scores a pass", handlers["sandbox-check"])
     x.add_argument("--allow-unisolated-code", action="store_true", help=UNISOLATED_HELP)
+
+    o = _command(sub, "doctor", "is this machine ready to sweep (the recipe)? One line per check, each missing "
+                 "thing with its fix", handlers["doctor"])
+    o.add_argument("recipe", nargs="?", help="also check what this recipe needs: its model on the hub with the "
+                   "token, bubblewrap for its code tasks, disk for its checkpoints")
+    o.add_argument("--cache-dir", help="where the sweep will keep its stage cache (checkpoints; default "
+                   "runs/.cache)")
 
     d = _command(sub, "demo", "rebuild the shipped demo assets", handlers["demo"])
     d.add_argument("what", choices=["build-tasks", "build-model", "build-outliers"],
