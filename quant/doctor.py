@@ -8,11 +8,10 @@ environment's interpreter, asked what it is."""
 from __future__ import annotations
 
 import importlib.metadata as metadata
-import importlib.util
 import os
 import platform
-import re
 import shutil
+import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,7 +46,7 @@ def run_checks(recipe: Recipe | None, recipe_dir: Path | None, cache_dir: Path) 
     engine_python, engine = _engine(recipe)
     gpus = visible_gpus()
     checks = [platform_check(), main_environment(), engine_check(engine_python, engine),
-              gpu_check(engine, gpus), torch_build_check(engine)]
+              gpu_check(engine, gpus), torch_build_check(engine, torch_build(engine_python) if engine_python else None)]
     checks.append(bubblewrap_check(recipe))
     model_bytes = None
     if recipe is not None:
@@ -75,15 +74,27 @@ def _version(name: str) -> str | None:
         return None
 
 
-def torch_build() -> str | None:
-    """cuda, rocm or cpu: what this interpreter's torch was built for, from its version.py (no import)."""
-    spec = importlib.util.find_spec("torch")
+_TORCH_BUILD = r"""
+import importlib.util, pathlib, re
+spec = importlib.util.find_spec("torch")
+try:
+    text = pathlib.Path(spec.origin).with_name("version.py").read_text()
+except (AttributeError, TypeError, OSError):
+    text = None
+built = dict(re.findall(r"^(cuda|hip)\b[^=\n]*=\s*'([^']+)'", text or "", re.M))
+print("none" if text is None else "cuda" if "cuda" in built else "rocm" if "hip" in built else "cpu")
+"""
+
+
+def torch_build(python: str | None = None) -> str | None:
+    """cuda, rocm or cpu: what an interpreter's torch (default: this one's) was built for, from its version.py
+    (no import); None where it has no torch or does not answer."""
     try:
-        text = Path(spec.origin).with_name("version.py").read_text()
-    except (AttributeError, TypeError, OSError):
+        out = subprocess.run([python or sys.executable, "-c", _TORCH_BUILD], capture_output=True, text=True,
+                             timeout=60).stdout.split()
+    except (OSError, subprocess.TimeoutExpired):
         return None
-    built = dict(re.findall(r"^(cuda|hip)\b[^=\n]*=\s*'([^']+)'", text, re.M))
-    return "cuda" if "cuda" in built else "rocm" if "hip" in built else "cpu"
+    return out[-1] if out and out[-1] in ("cuda", "rocm", "cpu") else None
 
 
 def main_environment() -> Check:
@@ -134,16 +145,16 @@ def gpu_check(engine: dict | str, gpus: list[Gpu]) -> Check:
     return Check("GPUs", True, f"{len(gpus)} visible: {seen}" if gpus else "none (a CPU engine)")
 
 
-def torch_build_check(engine: dict | str) -> Check:
+def torch_build_check(engine: dict | str, engine_torch: str | None) -> Check:
     """The main environment's torch (quantizing, the in-process fallback) must run where the engine runs; and a
-    CUDA vLLM beside a CPU torch in its own environment is probed as serving on the CPU."""
+    CUDA vLLM beside a CPU torch in the engine's environment (`engine_torch`) would serve on the CPU."""
     device = engine.get("device") if isinstance(engine, dict) else None
     build = torch_build()
     if device is None or build is None:
         return Check("torch build", build is not None, f"main torch {build or 'missing'}; engine device unknown",
                      "make setup")
-    if isinstance(engine, dict) and engine.get("distribution") == "vllm" and device == "cpu" and \
-            "cpu" not in (engine.get("version") or ""):
+    cpu_vllm = "cpu" in (engine.get("version") or "") or os.environ.get("VLLM_TARGET_DEVICE") == "cpu"
+    if engine.get("distribution") == "vllm" and engine_torch == "cpu" and not cpu_vllm:
         return Check("torch build", False, "the engine environment has vllm (CUDA) beside a CPU torch",
                      "remove .venv-serve and run make setup on the GPU machine (torch is pinned with === to the "
                      "CUDA build there)")

