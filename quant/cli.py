@@ -302,18 +302,9 @@ def cmd_demo(args) -> int:
 
 
 def cmd_doctor(args) -> int:
-    from core.recipe import load_recipe
-    from quant.doctor import run_checks
+    from quant.doctor import doctor
 
-    recipe = load_recipe(args.recipe) if args.recipe else None   # RecipeError: every problem, exit 2
-    checks = run_checks(recipe, Path(args.recipe).parent if args.recipe else None,
-                        Path(args.cache_dir or Path("runs") / ".cache"))
-    for check in checks:
-        print(check.line())
-    missing = [c.name for c in checks if not c.ok]
-    print(f"doctor: ready ({len(checks)} checks)" if not missing else
-          f"doctor: not ready: {', '.join(missing)} (fixes above)")
-    return exit_codes.BAD_INPUT if missing else exit_codes.OK
+    return doctor(args.recipe, args.cache_dir)   # a bad recipe: RecipeError, every problem, exit 2
 
 
 def cmd_sandbox_check(args) -> int:

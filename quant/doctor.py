@@ -42,6 +42,22 @@ class Check:
         return f"MISSING  {self.name}: {self.detail}; fix: {self.fix}"
 
 
+def doctor(recipe_path: str | None, cache_dir: str | None) -> int:
+    """`quant doctor`: prints each check's line and a last line; exit 0 ready, 2 not."""
+    from core import exit_codes
+    from core.recipe import load_recipe
+
+    recipe = load_recipe(recipe_path) if recipe_path else None
+    checks = run_checks(recipe, Path(recipe_path).parent if recipe_path else None,
+                        Path(cache_dir or Path("runs") / ".cache"))
+    for check in checks:
+        print(check.line())
+    missing = [c.name for c in checks if not c.ok]
+    print(f"doctor: not ready: {', '.join(missing)} (fixes above)" if missing else
+          f"doctor: ready ({len(checks)} checks)")
+    return exit_codes.BAD_INPUT if missing else exit_codes.OK
+
+
 def run_checks(recipe: Recipe | None, recipe_dir: Path | None, cache_dir: Path) -> list[Check]:
     engine_python, engine = _engine(recipe)
     gpus = visible_gpus()
