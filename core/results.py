@@ -118,6 +118,10 @@ class HostLoad(Record):
     loadavg_5m: Number | None = None
     limit_cores: Number
     foreign_load: StrictBool
+    rule: StrictStr | None = None          # gpu: the GPU engine's rule (perf/host_load.py); absent: the CPU rule
+    idle_cores: Number | None = None
+    loadgen_cores: Number | None = None
+    gpu_foreign_processes: list[dict[str, Any]] | None = None
 
 
 class PerfPoint(Record):

@@ -3,8 +3,14 @@
 The host's busy CPU time comes from /proc/stat (every CPU, every process); ours is the sum of utime+stime+
 cutime+cstime in /proc/<pid>/stat over this process and its descendants (the load generator, the server behind
 its lifeline, the engine's processes), so a child that ends during the level still counts through its parent's
-cutime/cstime. What is left is other processes' work. A level during which it averaged FOREIGN_CORES_LIMIT
-cores or more is flagged `foreign_load`: its numbers may be those of a shared machine, not of the variant.
+cutime/cstime. What is left is other processes' work. On a CPU engine, a level during which it averaged
+FOREIGN_CORES_LIMIT cores or more is flagged `foreign_load`: its numbers may be those of a shared machine, not of
+the variant.
+
+On a GPU engine (rule `gpu`) the model runs on the GPU, and the host's CPU matters only for the API server and
+the load generator: a level is flagged where another process held memory on one of the variant's GPUs
+(nvidia-smi, read before and after the level) or where other processes took FOREIGN_CORES_LIMIT cores or more
+AND left less than LOADGEN_CORES idle, enough to slow the load generator.
 """
 
 from __future__ import annotations
@@ -13,7 +19,10 @@ import os
 import time
 from dataclasses import dataclass
 
+from perf.engines.gpus import gpu_processes
+
 FOREIGN_CORES_LIMIT = 0.5   # other processes' CPU, in cores averaged over the level, from which it is flagged
+LOADGEN_CORES = 1.0   # on a GPU engine: idle cores below which foreign CPU can slow the load generator
 _TICK_S = 1.0 / os.sysconf("SC_CLK_TCK")
 # /proc/stat's cpu line: user nice system idle iowait irq softirq steal guest guest_nice; guest time is
 # already inside user and nice, idle and iowait are not work.
@@ -80,14 +89,33 @@ def read_cpu(root: int | None = None) -> CpuReading:
     return CpuReading(time.monotonic(), busy, own, cpus)
 
 
-def host_load(before: CpuReading, after: CpuReading, limit_cores: float = FOREIGN_CORES_LIMIT) -> dict:
-    """What others took between two readings, and whether that flags the level (results.json `host_load`)."""
+def host_load(before: CpuReading, after: CpuReading, limit_cores: float = FOREIGN_CORES_LIMIT,
+              gpu_foreign: list[dict] | None = None) -> dict:
+    """What others took between two readings, and whether that flags the level (results.json `host_load`).
+    gpu_foreign: on a GPU engine, the other processes seen on the variant's GPUs (gpu_foreign_processes);
+    None on a CPU engine."""
     wall = max(after.at - before.at, 1e-9)
     host = max(after.host_busy_s - before.host_busy_s, 0.0)
     own = max(after.own_s - before.own_s, 0.0)
     foreign = max(host - own, 0.0)
     load1, load5, _ = os.getloadavg()
-    return {"wall_s": round(wall, 3), "cpus": after.cpus, "host_busy_cpu_s": round(host, 3),
-            "own_cpu_s": round(own, 3), "foreign_cpu_s": round(foreign, 3),
-            "foreign_cores": round(foreign / wall, 3), "loadavg_1m": round(load1, 2), "loadavg_5m": round(load5, 2),
-            "limit_cores": limit_cores, "foreign_load": foreign / wall >= limit_cores}
+    result = {"wall_s": round(wall, 3), "cpus": after.cpus, "host_busy_cpu_s": round(host, 3),
+              "own_cpu_s": round(own, 3), "foreign_cpu_s": round(foreign, 3),
+              "foreign_cores": round(foreign / wall, 3), "loadavg_1m": round(load1, 2), "loadavg_5m": round(load5, 2),
+              "limit_cores": limit_cores, "foreign_load": foreign / wall >= limit_cores}
+    if gpu_foreign is not None:
+        idle = max(after.cpus - host / wall, 0.0)
+        result.update(rule="gpu", idle_cores=round(idle, 3), loadgen_cores=LOADGEN_CORES,
+                      gpu_foreign_processes=gpu_foreign,
+                      foreign_load=bool(gpu_foreign) or (foreign / wall >= limit_cores and idle < LOADGEN_CORES))
+    return result
+
+
+def gpu_foreign_processes(gpu_uuids: list[str], root: int | None = None) -> list[dict]:
+    """Processes other than this one and its descendants that hold memory on any of gpu_uuids (all GPUs where
+    empty), as nvidia-smi lists them. A PID this process cannot see (nvidia-smi in a container lists the host's
+    PIDs) is not counted: it may be our own server's."""
+    listed = gpu_processes() or []
+    ours = set(tree_pids(root or os.getpid()))
+    return [{"pid": p.pid, "gpu_uuid": p.gpu_uuid, "used_bytes": p.used_bytes} for p in listed
+            if (not gpu_uuids or p.gpu_uuid in gpu_uuids) and p.pid not in ours and os.path.exists(f"/proc/{p.pid}")]

@@ -5,13 +5,15 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import math
+import os
 import time
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Callable
 
 from perf.engines.vllm import VLLMServer
-from perf.host_load import host_load, read_cpu
+from perf.engines.gpus import visible_gpus
+from perf.host_load import gpu_foreign_processes, host_load, read_cpu
 from perf.loadgen import RequestRecord, make_client, no_gc_pauses, run_closed_loop, run_open_loop
 from perf.metrics import summarize
 from perf.prompts import PromptMaker
@@ -156,6 +158,7 @@ class _Run:
         sampler = asyncio.create_task(rss.run())
         prompts, outputs = [self.as_sent(r.prompt) for r in plan], [r.output_tokens for r in plan]
         started = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+        gpu_foreign = self.gpu_foreign()
         with no_gc_pauses():
             before = await read_counters(client, self.base_url)
             cpu_before = read_cpu()
@@ -178,7 +181,9 @@ class _Run:
             span = plan[-1].offset_s - plan[0].offset_s
             point["offered_rps"] = (len(plan) - 1) / span if span > 0 else None
         ok = [r for r in recs if r.error is None]
-        point["host_load"] = host_load(cpu_before, cpu_after)
+        if gpu_foreign is not None:
+            gpu_foreign = _distinct(gpu_foreign + self.gpu_foreign())
+        point["host_load"] = host_load(cpu_before, cpu_after, gpu_foreign=gpu_foreign)
         point["server_check"] = crosscheck(before, after, sum(r.output_tokens for r in ok),
                                            sum(r.prompt_tokens or 0 for r in ok))
         if self.server is not None:
@@ -191,6 +196,22 @@ class _Run:
         self.records[label] = [asdict(r) for r in recs]
         self.warnings += _warnings(label, self.records[label], plan, point)
         return point
+
+
+    def gpu_foreign(self) -> list[dict] | None:
+        """On a GPU engine, other processes on the variant's GPUs now (perf/host_load.py); None on a CPU engine."""
+        if self.server is None or getattr(self.server, "device", None) in (None, "cpu"):
+            return None
+        return gpu_foreign_processes(variant_gpu_uuids())
+
+
+def variant_gpu_uuids() -> list[str]:
+    """The GPUs the served variant may use: those CUDA_VISIBLE_DEVICES leaves it ([]: unknown, every GPU)."""
+    return [gpu.uuid for gpu in visible_gpus()] if os.environ.get("CUDA_VISIBLE_DEVICES") else []
+
+
+def _distinct(processes: list[dict]) -> list[dict]:
+    return list({(p["pid"], p["gpu_uuid"]): p for p in processes}.values())
 
 
 class _PeakRss:

@@ -7,7 +7,14 @@ run at the lowest CPU priority, so they take what the measured variant leaves id
 one core of imports) and barely slow its evals (each quantizer leads a session of its own at that priority:
 where Linux groups processes by session, a niceness counts only within the session); a perf stage pauses them
 (SIGSTOP, then SIGCONT), so no throughput or latency is measured beside a quantizer. A variant with a
-sensitivity ranking (computed in this process) is quantized in its turn, as without this."""
+sensitivity ranking (computed in this process) is quantized in its turn, as without this.
+
+When a variant's turn comes before its build ahead has finished, the sweep waits on that build, which then runs
+at the lowest priority while nothing of the sweep's needs the CPU: on a host where other users' processes run,
+they would go first (a priority inversion). So the build waited on is raised back to the sweep's priority (its
+thread, its quantizer's threads and the quantizer's own autogroup). Linux lets a process raise a priority only
+with root, CAP_SYS_NICE or an RLIMIT_NICE that allows it (`ulimit -e`); where it may not, the build stays at
+nice 19 and the log says so: on a busy shared host, set `execution.quantize_ahead: false`."""
 
 from __future__ import annotations
 
@@ -18,11 +25,13 @@ import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
+from pathlib import Path
 
 import psutil
 
 from core.recipe import Variant
 from perf.engines import lifeline
+from perf.engines.process import renice_process
 from perf.engines.vllm import DEFAULT_ENV
 from quant.context import Checkpoint, SweepContext
 from quant.quantize_stage import is_built
@@ -74,11 +83,13 @@ class QuantizeAhead:
         self._building = threading.Event()   # a build is past that check: its quantizer runs or is starting
         self._gate = threading.Lock()   # that check and a pause's clearing, one at a time
         self._closing = False
+        self._thread_id: int | None = None   # the background thread's (the builds' priority is set on it)
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="quantize-ahead")
         self._futures: dict[str, Future] = {v.name: self._pool.submit(self._build, v) for v in variants}
 
     def _build(self, variant: Variant) -> Checkpoint:
-        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), NICE)   # this thread; its children inherit it
+        self._thread_id = threading.get_native_id()
+        os.setpriority(os.PRIO_PROCESS, self._thread_id, NICE)   # this thread; its children inherit it
         self._start_when_allowed()
         if self._closing:
             self._building.clear()
@@ -106,10 +117,31 @@ class QuantizeAhead:
         if future is None:
             return self.build(self.ctx, variant)
         if not future.done():
-            self.ctx.reporter.log("  checkpoint: still being quantized ahead; waiting for it")
+            raised = self.raise_priority()
+            self.ctx.reporter.log("  checkpoint: still being quantized ahead; waiting for it" + (
+                " (raised to the sweep's priority)" if raised else
+                f" (it runs at nice {NICE}: raising a priority needs root or RLIMIT_NICE, `ulimit -e`; on a busy "
+                "shared host set execution.quantize_ahead: false)"))
         checkpoint = future.result()
         self.ctx.reporter.log(f"  checkpoint: ready ({self.seconds[variant.name]:.1f}s in the background)")
         return checkpoint
+
+    def raise_priority(self) -> bool:
+        """The builds from now on run at this process's priority: the background thread (a quantizer it starts
+        inherits it) and every running quantizer, each thread and its autogroup. False where Linux refuses
+        (no root, CAP_SYS_NICE or RLIMIT_NICE): they stay at NICE."""
+        target = os.getpriority(os.PRIO_PROCESS, 0)
+        try:
+            if self._thread_id is not None:
+                os.setpriority(os.PRIO_PROCESS, self._thread_id, target)
+            for proc in _quantizers():
+                renice_process(proc, target)
+                _autogroup_nice(proc.pid, target)
+        except PermissionError:
+            return False
+        except (ProcessLookupError, psutil.Error):   # a build that ended meanwhile
+            pass
+        return True
 
     def built(self, variant: Variant) -> Checkpoint | None:
         """The variant's checkpoint once its background build has finished (waited for; it stays to be handed
@@ -165,6 +197,16 @@ def _quantizers() -> list[psutil.Process]:
         except psutil.Error:
             continue
     return found
+
+
+def _autogroup_nice(pid: int, nice: int) -> None:
+    """A quantizer that leads its own autogroup (perf.engines.process.keep_low_priority_across_sessions) set the
+    group's niceness too; only a session leader's is changed, or the sweep's own group would be."""
+    if os.getsid(pid) == pid:
+        try:
+            Path(f"/proc/{pid}/autogroup").write_text(str(nice))
+        except FileNotFoundError:   # no autogroup on this kernel
+            pass
 
 
 def _quietly(call: Callable[[], object]) -> bool:

@@ -74,7 +74,8 @@ def cmd_sweep(args) -> int:
         results = run_sweep(recipe, location, recipe_path=Path(args.recipe), reporter=Reporter(quiet=args.quiet),
                             cache_dir=args.cache_dir,
                             only=args.only, retry_failed=args.retry_failed,
-                            allow_unisolated_code=args.allow_unisolated_code, device=args.device)
+                            allow_unisolated_code=args.allow_unisolated_code, device=args.device,
+                            allow_long_cpu_eval=args.allow_long_cpu_eval)
     except (ModelNotFound, EngineStartError, IsolationRequired, RemoteError) as exc:
         return fail(args, str(exc))
     except OSError as exc:
@@ -300,6 +301,12 @@ def cmd_demo(args) -> int:
     return exit_codes.OK
 
 
+def cmd_doctor(args) -> int:
+    from quant.doctor import doctor
+
+    return doctor(args.recipe, args.cache_dir)   # a bad recipe: RecipeError, every problem, exit 2
+
+
 def cmd_sandbox_check(args) -> int:
     from evals import hostile, integrity
     from evals.sandbox import IsolationRequired, describe, permit_unisolated, require_isolation
@@ -360,7 +367,7 @@ def cmd_sensitivity(args) -> int:
 HANDLERS = {"sweep": cmd_sweep, "validate": cmd_validate, "gate": cmd_gate, "diff": cmd_diff, "choose": cmd_choose, "export": cmd_export,
             "report": cmd_report,
             "history": cmd_history, "compare": cmd_compare, "sensitivity": cmd_sensitivity,
-            "sandbox-check": cmd_sandbox_check, "demo": cmd_demo}
+            "sandbox-check": cmd_sandbox_check, "demo": cmd_demo, "doctor": cmd_doctor}
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -23,7 +23,8 @@ BAD_INPUT = "  2    bad input: one line `{command} error: <what>` on stderr, bef
 INTERRUPTS = "  130  interrupted (Ctrl-C), 143 terminated (SIGTERM)"
 
 EXIT_CODES = {
-    "sweep": ["  0    every variant ok, or declared unsupported by the engine (recorded, scored in-process)",
+    "sweep": ["  0    every variant ok, or declared unsupported by the engine (recorded, scored in-process, or "
+              "not scored where\n       that would take hours on the CPU)",
               "  1    a variant failed: crash, quantization or measurement error (--allow-failed: 0); the "
               "baseline could not\n       be served, or no variant could (the gate and choose would have nothing "
               "to stand on); or the disk\n       filled up (one line; free space and re-run: finished stages are "
@@ -55,6 +56,8 @@ EXIT_CODES = {
                       "  1    a program was not contained, or a cheat scored a pass",
                       BAD_INPUT + " (no isolation here and no --allow-unisolated-code)"],
     "demo": ["  0    built", "  2    bad arguments", INTERRUPTS],
+    "doctor": ["  0    ready: every check ok", "  2    something is missing: each such line starts MISSING and ends "
+               "with its fix; or a bad recipe\n       (one line per problem)"],
 }
 
 
@@ -86,8 +89,12 @@ def build(handlers: dict[str, Callable], version: str) -> argparse.ArgumentParse
                    help="where variants run: one after another here (local, the default) or fanned out on Ray")
     s.add_argument("--ray-address", metavar="ADDR",
                    help="a running Ray cluster (implies --executor ray; default: start a local one)")
-    s.add_argument("--device", default="cpu", help="torch device of the sweep's own model work, e.g. cuda: the "
-                   "sensitivity ranking of variants that keep sensitive modules (default cpu)")
+    s.add_argument("--device", default="auto", help="torch device of the sweep's own model work: the sensitivity "
+                   "ranking and the in-process scoring of variants the engine cannot serve (default auto: cuda "
+                   "where a GPU is visible, else cpu)")
+    s.add_argument("--allow-long-cpu-eval", action="store_true",
+                   help="score a variant the engine cannot serve in-process on the CPU even where that is estimated "
+                   "to take over 2 hours (default: recorded unsupported, not scored; the estimate is printed)")
     s.add_argument("--quiet", action="store_true", help="no progress lines, only the report and errors")
 
     v = _command(sub, "validate", "every check a sweep makes before work, and no work", handlers["validate"])
@@ -179,6 +186,13 @@ def build(handlers: dict[str, Callable], version: str) -> argparse.ArgumentParse
     x = _command(sub, "sandbox-check", "run the hostile-program and scoring-integrity corpora; exit 1 if any "
                  "program is not contained or a cheat scores a pass", handlers["sandbox-check"])
     x.add_argument("--allow-unisolated-code", action="store_true", help=UNISOLATED_HELP)
+
+    o = _command(sub, "doctor", "is this machine ready to sweep (the recipe)? One line per check, each missing "
+                 "thing with its fix", handlers["doctor"])
+    o.add_argument("recipe", nargs="?", help="also check what this recipe needs: its model on the hub with the "
+                   "token, bubblewrap for its code tasks, disk for its checkpoints")
+    o.add_argument("--cache-dir", help="where the sweep will keep its stage cache (checkpoints; default "
+                   "runs/.cache)")
 
     d = _command(sub, "demo", "rebuild the shipped demo assets", handlers["demo"])
     d.add_argument("what", choices=["build-tasks", "build-model", "build-outliers"],

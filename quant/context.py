@@ -11,6 +11,7 @@ from core.hashing import digest
 from core.recipe import Recipe, Variant
 from core.store import Cache
 from perf.engines.cpu_isa import compute_dtype, host_cpu_isa
+from perf.engines.dtypes import served_dtype
 from quant.progress import Reporter
 
 
@@ -65,7 +66,8 @@ class SweepContext:
     out_remote: Any = None   # core.remote.Remote where the run directory lives at a URL (out is this node's mirror)
     model_source: dict | None = None   # what a GGUF model was before it was dequantized
     engine_facts: dict | None = None   # the engine's kind, distribution, version and device (results.json `engine`)
-    device: str = "cpu"   # torch device of the sweep's own model work (the sensitivity ranking)
+    device: str = "cpu"   # torch device of the sweep's own model work (sensitivity ranking, in-process fallback)
+    allow_long_cpu_eval: bool = False   # score in-process on the CPU even where it is estimated to take hours
     ahead: Any = None   # quant.ahead.QuantizeAhead: checkpoints being built in the background (local executor)
     starts: Any = None   # quant.start_ahead.StartAhead: the next variant's server starting beside (local executor)
 
@@ -77,13 +79,17 @@ class SweepContext:
 
     @property
     def served_dtype(self) -> str:
-        """The dtype the engine runs the variants in (the recipe's engine.dtype; `auto` decided by the device)."""
-        facts = self.engine_facts or {}
-        return compute_dtype(self.recipe.engine.dtype, facts.get("device") == "cpu", facts.get("cpu_isa"))
+        """The dtype the engine runs the variants in: the recipe's engine.dtype, `auto` decided by the engine's
+        device (perf/engines/dtypes.py: as vLLM's auto on a GPU, bfloat16 or float32 on a CPU)."""
+        return served_dtype(self.recipe.engine.dtype, self.engine_facts, self.model_dir)
 
     @property
     def inprocess_dtype(self) -> str:
-        """The same for variants scored in-process (on this host's CPU), so that they pair with served ones."""
+        """The same for variants scored in-process, on the sweep's device, so that they pair with served ones:
+        on a GPU as the engine decides it there, on this host's CPU by its instruction set."""
+        if self.device.startswith("cuda"):
+            facts = self.engine_facts if (self.engine_facts or {}).get("device") == "cuda" else {"device": "cuda"}
+            return served_dtype(self.recipe.engine.dtype, facts, self.model_dir)
         return compute_dtype(self.recipe.engine.dtype, True, host_cpu_isa())
 
     def variant_dir(self, name: str) -> Path:

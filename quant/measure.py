@@ -20,6 +20,7 @@ from perf.engines.process import DEATH_WAIT_S
 from perf.engines.start_failure import CHECKPOINT, RECIPE
 from quant.context import Checkpoint, Session, StageError, SweepContext
 from quant.eval_stage import EvalStage
+from quant.inprocess_plan import CPU_LIMIT_S, cpu_estimate, inprocess_device
 from quant.kl_stage import KlStage
 from quant.perf_stage import PerfStage
 from quant.timing import timed
@@ -59,7 +60,6 @@ def measure_variant(ctx: SweepContext, variant: Variant, checkpoint: Checkpoint,
                                 {"reason": reason, "blames": CHECKPOINT})
     if reason:
         record.update(status="unsupported", reason=f"engine: {reason}", served=False, eval_backend="inprocess")
-        ctx.reporter.log("  measuring accuracy in-process (transformers) instead; no perf numbers")
         try:
             _measure_inprocess(ctx, variant, checkpoint, record)
         except StageError as exc:
@@ -102,7 +102,13 @@ def _engine(ctx: SweepContext, variant: Variant, checkpoint: Checkpoint, engine_
         checkpoint.path, python=ctx.engine_python, served_name=variant.name, args=engine_args,
         env=ctx.recipe.engine.env, startup_timeout_s=ctx.recipe.engine.startup_timeout_s,
         log_path=ctx.variant_dir(variant.name) / "server.log", dtype=ctx.served_dtype,
-        engine_core_nice=ctx.recipe.engine.engine_core_nice, device=(ctx.engine_facts or {}).get("device"))
+        engine_core_nice=_engine_core_nice(ctx), device=(ctx.engine_facts or {}).get("device"))
+
+
+def _engine_core_nice(ctx: SweepContext) -> int | None:
+    """The recipe's engine_core_nice on a CPU engine only: on a GPU the engine core drives the kernels, and
+    lowering its priority would slow the variant it measures."""
+    return ctx.recipe.engine.engine_core_nice if (ctx.engine_facts or {}).get("device") == "cpu" else None
 
 
 def _served_stages(ctx: SweepContext, variant: Variant, checkpoint: Checkpoint) -> tuple[dict, EvalStage, PerfStage]:
@@ -200,7 +206,24 @@ def _measure_served(ctx: SweepContext, variant: Variant, checkpoint: Checkpoint,
 
 
 def _measure_inprocess(ctx: SweepContext, variant: Variant, checkpoint: Checkpoint, record: dict) -> None:
+    """Eval and KL in transformers on the sweep's device. Where that is the CPU and the estimate says it would
+    take longer than CPU_LIMIT_S, nothing is scored unless the user opted in (the record says which)."""
     evals = EvalStage(ctx, variant, checkpoint, "inprocess")
+    stages = [evals, KlStage(ctx, variant, evals.keys)]
+    device = record["inprocess_device"] = ctx.device
+    if any(stage.pending() for stage in stages):
+        device = inprocess_device(ctx.device)
+        if device == "cpu":
+            estimate = cpu_estimate(ctx.model_dir, [t for t in ctx.recipe.tasks if t in evals.todo])
+            if estimate.seconds > CPU_LIMIT_S and not ctx.allow_long_cpu_eval:
+                ctx.reporter.log(f"  not scored in-process: on the CPU it would take {estimate.describe()}; "
+                                 "--allow-long-cpu-eval scores it anyway", style="yellow")
+                record.update(eval_backend=None, inprocess_cpu_estimate=estimate.as_record(),
+                              reason=f"{record['reason']}; not scored: in-process on the CPU it would take "
+                                     f"{estimate.describe()} (--allow-long-cpu-eval scores it)")
+                return
+            ctx.reporter.log(f"  in-process on the CPU: {estimate.describe()}")
+    ctx.reporter.log(f"  measuring accuracy in-process (transformers, {device}) instead; no perf numbers")
 
     @contextmanager
     def in_process() -> Iterator[Session]:
@@ -208,9 +231,9 @@ def _measure_inprocess(ctx: SweepContext, variant: Variant, checkpoint: Checkpoi
 
         try:
             with timed(record, "model_load"):
-                lm = inprocess_lm(checkpoint.path, dtype=ctx.inprocess_dtype)
+                lm = inprocess_lm(checkpoint.path, dtype=ctx.inprocess_dtype, device=device)
         except Exception as exc:  # noqa: BLE001 - any loader failure is this variant's reason
             raise StageError(f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}") from None
         yield Session(lm)
 
-    run_stages([evals, KlStage(ctx, variant, evals.keys)], in_process, record)
+    run_stages(stages, in_process, record)

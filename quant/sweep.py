@@ -28,6 +28,7 @@ from perf.engines.vllm import resolve_engine_python
 from quant.context import StageError, SweepContext, new_record
 from quant.executors import run_variants
 from quant.endpoint_probe import probe_endpoints
+from quant.inprocess_plan import sweep_device
 from quant.measure import measure_variant
 from quant.measure_endpoint import run_endpoint_variant, run_llamacpp_variant
 from quant.models import resolve_model
@@ -45,10 +46,14 @@ log = logging.getLogger(__name__)
 def run_sweep(recipe: Recipe, out: Location | str | Path, recipe_path: Path | None = None,
               cache_dir: str | Path | None = None,
               reporter: Reporter | None = None, only: list[str] | None = None, retry_failed: bool = False,
-              allow_unisolated_code: bool = False, device: str = "cpu") -> dict:
+              allow_unisolated_code: bool = False, device: str = "auto", allow_long_cpu_eval: bool = False) -> dict:
     """The pipeline: check the recipe; per variant (the baseline first: KL needs it) quantize, then evals, KL
     and perf (run_variant: one after another here, or side by side on Ray: quant/executors), saving
     results.json after each; then the reports.
+
+    device: where the sweep's own model work runs (`auto`: CUDA where visible; quant/inprocess_plan.py).
+    allow_long_cpu_eval: score a variant the engine cannot serve in-process on the CPU even where that is
+    estimated to take longer than quant/inprocess_plan.CPU_LIMIT_S (default: recorded unsupported, not scored).
 
     allow_unisolated_code (or the recipe's field): run generated code without bubblewrap where it is missing;
     without it a sweep with code tasks and no working bubblewrap raises IsolationRequired before any work.
@@ -64,7 +69,8 @@ def run_sweep(recipe: Recipe, out: Location | str | Path, recipe_path: Path | No
         if location.remote:   # the URL is the truth: an earlier run there is resumed as a local one would be
             shutil.rmtree(out, ignore_errors=True)
             location.remote.download_dir("", out)
-        ctx = _context(recipe, location, recipe_path, cache_dir, reporter, retry_failed, device)
+        ctx = _context(recipe, location, recipe_path, cache_dir, reporter, retry_failed, sweep_device(device))
+        ctx.allow_long_cpu_eval = allow_long_cpu_eval
         ctx.endpoints.update(endpoints)
         results = _load_previous(out, recipe)
         _note_sources(ctx, results, code_tasks)

@@ -107,8 +107,10 @@ def foreign_load_note(baseline: dict, candidate: dict) -> str | None:
         loads = [p.host_load for p in _headline(side) if p.foreign_load]
         if loads:
             worst = max(load.foreign_cores for load in loads)
-            sides.append(f"{side['name']} ({len(loads)} of {len(_headline(side))} headline runs, "
-                         f"up to {worst:.2f} cores of other processes' CPU)")
+            on_gpu = max(len(load.gpu_foreign_processes or []) for load in loads)
+            what = (f"up to {on_gpu} other process(es) on its GPUs" if on_gpu else
+                    f"up to {worst:.2f} cores of other processes' CPU")
+            sides.append(f"{side['name']} ({len(loads)} of {len(_headline(side))} headline runs, {what})")
     return "measured under foreign load: " + "; ".join(sides) if sides else None
 
 

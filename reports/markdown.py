@@ -88,6 +88,17 @@ def legend(results: Results) -> str:
             f"fits beside the weights on {memory_target(results)} (an upper bound: activations ignored).")
 
 
+def scored_note(v) -> str:
+    """How a variant the engine could not serve was scored: in-process on which device, or not at all (its
+    reason then says why)."""
+    if v.status != "unsupported" or getattr(v, "served", None) is not False:
+        return ""
+    device = getattr(v, "inprocess_device", None)
+    if getattr(v, "eval_backend", None) == "inprocess":
+        return f" (scored in-process{' on ' + device if device else ''})"
+    return "" if "not scored" in (v.reason or "") else " (not scored)"
+
+
 def accuracy_cells(r) -> list[str]:
     acc = f"{r.accuracy:.3f} [{r.ci95[0]:.3f}, {r.ci95[1]:.3f}]" if r.accuracy is not None else "-"
     status = r.status + (" (in-process eval)" if r.backend == "inprocess" else "")
@@ -146,7 +157,7 @@ def render_markdown(results: Results, run_dir=None) -> str:
     failures = [(n, v) for n, v in results.variants.items() if not v.ok]
     if failures:
         lines += ["## Variants not fully measured", ""]
-        lines += [f"- **{n}** — {v.status}: {v.reason}" for n, v in failures]
+        lines += [f"- **{n}** — {v.status}: {v.reason}{scored_note(v)}" for n, v in failures]
         lines.append("")
     return "\n".join(lines)
 

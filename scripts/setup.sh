@@ -15,9 +15,14 @@ TORCH_ACCEPTED="2.10.0 2.14.0"  # llmcompressor's range (torch>=2.10.0,<=2.14.0)
 source scripts/installer.sh   # venv_create, pip_install, pip_uninstall: uv where it can be had, else pip
 
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
+  ON_GPU=1
   SERVE_REQS=requirements/serve-cuda.txt
+  # `===`: exactly this version string, the CUDA build; `==` would let a local +cpu wheel of the release stand in.
+  TORCH_PIN="torch===$TORCH_VERSION"
 else
+  ON_GPU=0
   SERVE_REQS=requirements/serve-cpu.txt
+  TORCH_PIN="torch==$TORCH_VERSION"
 fi
 # Every install goes under the lock files (pip constraints; `make lock` regenerates them): what was tested.
 MAIN_LOCK=requirements/main.lock
@@ -32,16 +37,24 @@ needs_build() {  # needs_build DIR STAMP: true when DIR is missing or was built 
 prepare_venv() {  # the venv and, first of all, the pinned CPU torch
   venv_create "$1"
   # torch first and pinned: a bare torch requirement elsewhere would pull a multi-GB CUDA build.
-  pip_install "$1" -q "torch==$TORCH_VERSION"
+  pip_install "$1" -q "$TORCH_PIN"
 }
 
 kept_torch() {  # kept_torch DIR: the version of a torch DIR's python already has, if llmcompressor accepts it
-  "$1/bin/python" - $TORCH_ACCEPTED 2>/dev/null <<'PY' || true
-import importlib.metadata, sys
+  # (and, on a GPU machine, if it is a CUDA build: its version.py names a CUDA, or its version a +cu label)
+  "$1/bin/python" - $TORCH_ACCEPTED $ON_GPU 2>/dev/null <<'PY' || true
+import importlib.metadata, importlib.util, pathlib, sys
 version = importlib.metadata.version("torch")
 number = tuple(int(x) for x in version.split("+")[0].split(".")[:3])
 low, high = (tuple(int(x) for x in bound.split(".")) for bound in sys.argv[1:3])
-print(version if low <= number <= high else "")
+def cuda_build():
+    spec = importlib.util.find_spec("torch")
+    try:
+        text = pathlib.Path(spec.origin).with_name("version.py").read_text()
+    except (AttributeError, TypeError, OSError):
+        return "+cu" in version
+    return any(line.startswith("cuda") and "None" not in line for line in text.splitlines())
+print(version if low <= number <= high and (sys.argv[3] == "0" or cuda_build()) else "")
 PY
 }
 
@@ -63,7 +76,7 @@ setup_main() {  # the main environment, GPTQModel and (with QUANT_REAL_MODEL=1) 
       trap 'rm -f "$main_constraints"' EXIT
       grep -v -E '^torch==' "$MAIN_LOCK" > "$main_constraints"
     else
-      pip_install "$MAIN_VENV" -q "torch==$TORCH_VERSION"   # first and pinned (see prepare_venv)
+      pip_install "$MAIN_VENV" -q "$TORCH_PIN"   # first and pinned (see prepare_venv)
     fi
     pip_install "$MAIN_VENV" -q -c "$main_constraints" -e ".[dev,ray]"
     echo "$main_stamp" > "$MAIN_VENV/.quant-stamp"
@@ -114,6 +127,30 @@ failed=0
 wait $main_job || { echo "setup: the main environment ($MAIN_VENV) failed" >&2; failed=1; }
 wait $serve_job || { echo "setup: the serving environment ($SERVE_VENV) failed" >&2; failed=1; }
 (( failed == 0 )) || exit 1
+
+# On a GPU machine: do torch (quantizing, in-process scoring) and vLLM (serving) see the GPU? Asked once per
+# build of the two environments; a CPU torch or a vLLM that would serve on the CPU stops the set-up here.
+GPU_CHECK_MAIN='import torch, sys
+ok = torch.cuda.is_available()
+print(f"setup: main torch {torch.__version__}: " + (f"{torch.cuda.device_count()} GPU(s), {torch.cuda.get_device_name(0)}" if ok else "NO GPU (torch.cuda.is_available() is False)"))
+sys.exit(0 if ok else 1)'
+GPU_CHECK_SERVE='import sys, torch, vllm
+from vllm.platforms import current_platform
+ok = current_platform.is_cuda() and torch.cuda.is_available()
+print(f"setup: serving vllm {vllm.__version__} on " + ("cuda" if ok else "NO GPU (vLLM platform: " + type(current_platform).__name__ + ")"))
+sys.exit(0 if ok else 1)'
+gpu_stamp="$main_stamp $serve_stamp"
+if (( ON_GPU )) && [[ $(cat "$MAIN_VENV/.quant-gpu-checked" 2>/dev/null) != "$gpu_stamp" ]]; then
+  gpu_ok=1
+  "$MAIN_VENV/bin/python" -c "$GPU_CHECK_MAIN" || gpu_ok=0
+  "$SERVE_VENV/bin/python" -c "$GPU_CHECK_SERVE" || gpu_ok=0
+  if (( ! gpu_ok )); then
+    echo "setup: nvidia-smi sees a GPU but an environment cannot use it (a CPU build of torch, or a driver" \
+      "older than its CUDA): see docs/gpu.md, then remove the environment named above and run make setup" >&2
+    exit 1
+  fi
+  echo "$gpu_stamp" > "$MAIN_VENV/.quant-gpu-checked"
+fi
 
 # The serving engine's argument parser, described once per engine version (seconds: it imports vLLM), so that
 # validation parses engine argument values without starting the engine's python. Kept under

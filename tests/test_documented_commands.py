@@ -61,3 +61,56 @@ def test_a_documented_command_gives_its_stated_exit_code(where, command, code, t
 def _env() -> dict:
     import os
     return {**os.environ, "PYTHONPATH": str(REPO), "QUANT_HISTORY_DB": os.devnull}
+
+
+DOCTOR = re.compile(r"^(?:\$ )?(?:\.venv/bin/)?quant doctor\b")
+
+
+def documented_doctor_commands() -> list[tuple[str, str, int]]:
+    """Every `quant doctor` line of the docs and the Makefile, with its stated exit code (0 where none)."""
+    found = []
+    texts = [(doc.name, block) for doc in DOCS for block in FENCE.findall(doc.read_text())]
+    texts.append(("Makefile", (REPO / "Makefile").read_text()))
+    for where, text in texts:
+        for line in re.sub(r"\\\n\s*", " ", text).splitlines():
+            line = line.strip()
+            if DOCTOR.match(line):
+                command, _, comment = line.removeprefix("$ ").partition("#")
+                stated = EXIT.search("#" + comment)
+                found.append((where, command.strip(), int(stated.group(1)) if stated else 0))
+    return found
+
+
+DOCTOR_COMMANDS = documented_doctor_commands()
+
+
+def test_make_demo_and_the_docs_run_quant_doctor_first():
+    assert ("Makefile", ".venv/bin/quant doctor recipes/demo.yaml", 0) in DOCTOR_COMMANDS
+    makefile = (REPO / "Makefile").read_text()
+    demo = makefile[makefile.index("\ndemo: "):]
+    assert demo.index("quant doctor") < demo.index("quant sweep")
+    assert any(where == "gpu.md" for where, _, _ in DOCTOR_COMMANDS)
+
+
+@pytest.mark.parametrize("where,command,code", DOCTOR_COMMANDS, ids=[f"{w}: {c}" for w, c, _ in DOCTOR_COMMANDS])
+def test_a_documented_doctor_command_gives_its_stated_exit_code(where, command, code):
+    """Offline, as the tests run: a recipe whose model is on the hub cannot be ready here (its model is not in
+    the cache), so its doctor says so on the hub line (exit 2); every other command gives its stated code."""
+    from core.recipe import load_recipe
+    from core.hub import is_hub_id
+    argv = shlex.split(command)[1:]
+    recipe = next((a for a in argv[1:] if a.endswith(".yaml")), None)
+    model = load_recipe(REPO / recipe).model if recipe else ""
+    in_package = model.startswith("package:")   # the real-model demo's: installed by `make setup-real` only
+    on_hub = is_hub_id(model) and not in_package
+    proc = subprocess.run([sys.executable, "-m", "quant.cli", *argv], cwd=REPO, capture_output=True, text=True,
+                          timeout=300, env={**_env(), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"})
+    out = proc.stdout + proc.stderr
+    assert "Traceback" not in out and all(line.startswith(("ok ", "MISSING ", "doctor: ")) for line in
+                                          proc.stdout.splitlines()), out
+    if on_hub:
+        assert proc.returncode == 2 and "MISSING  hub: " in out and "HF_HUB_OFFLINE" in out, out
+    elif in_package and proc.returncode == 2:
+        assert "MISSING  model: " in out and "fix: make setup-real" in out, out
+    else:
+        assert proc.returncode == code, f"{where}: {command}\n{out[-3000:]}"

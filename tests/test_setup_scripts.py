@@ -73,10 +73,10 @@ def test_pip_only_and_uv_only(tmp_path):
 
 
 def _setup(tmp_path: Path, gpu: bool, torch_in_main_venv: str = "",
-           fail_serve: bool = False) -> tuple[int, str, list[str]]:
+           fail_serve: bool = False, gpu_unseen: bool = False) -> tuple[int, str, list[str]]:
     """scripts/setup.sh with fakes for uv, nvidia-smi (a GPU when `gpu`), bwrap and the two venvs' python (the
     main one reports `torch_in_main_venv` as its installed torch; the serving one fails to import vllm when
-    `fail_serve`)."""
+    `fail_serve`; the main one's torch does not see the GPU when `gpu_unseen`)."""
     calls, bin_dir, site = tmp_path / "calls", tmp_path / "bin", tmp_path / "site"
     bin_dir.mkdir(parents=True, exist_ok=True)
     if torch_in_main_venv:
@@ -86,7 +86,8 @@ def _setup(tmp_path: Path, gpu: bool, torch_in_main_venv: str = "",
     fakes = {bin_dir / "uv": 'echo "uv $*" >> CALLS', bin_dir / "bwrap": "true",
              # set-up asks this python for its torch: the real interpreter answers, seeing only a stand-in dist-info
              tmp_path / "main/bin/python": f'if [ "$1" = "-" ]; then PYTHONPATH={site} exec {sys.executable} -S "$@"; fi\n'
-                                            'echo "main-python $*" >> CALLS',
+                                            'echo "main-python $*" >> CALLS'
+                                            + ('\ncase "$*" in *torch.cuda*) exit 1;; esac' if gpu_unseen else ''),
              tmp_path / "serve/bin/python": 'echo "serve-python $*" >> CALLS' + ("\nexit 1" if fail_serve else "")}
     if gpu:
         fakes[bin_dir / "nvidia-smi"] = "true"
@@ -106,11 +107,30 @@ def test_setup_on_a_gpu_installs_vllm_for_cuda_and_keeps_what_it_needs(tmp_path)
     assert code == 0, output
     assert any("-c requirements/serve-cuda.lock -r requirements/serve-cuda.txt" in call for call in calls)
     assert not any("uninstall" in call for call in calls)          # torchvision & co: vllm on CUDA needs them
+    torch_installs = [call for call in calls if call.endswith("-q torch===2.13.0")]   # `===`: the CUDA build
+    assert len(torch_installs) == 2 and not any(call.endswith("torch==2.13.0") for call in calls), calls
+    asked = ("main-python -c import torch", "serve-python -c import sys, torch")   # after install: do both see it?
+    checks = [call for call in calls if call.startswith(asked)]
+    assert [c.split()[0] for c in checks] == ["main-python", "serve-python"], calls
+    assert "torch.cuda.is_available()" in "\n".join(calls) and "current_platform.is_cuda()" in "\n".join(calls)
     code, output, calls = _setup(tmp_path / "cpu", gpu=False)
     assert code == 0, output
     assert any("-r requirements/serve-cpu.txt" in call for call in calls)
     assert any(call.startswith("uv pip uninstall") and call.endswith("torchvision torchaudio torchcodec")
                for call in calls)
+    assert sum(call.endswith("-q torch==2.13.0") for call in calls) == 2   # the CPU path: the local +cpu wheel
+    assert not any("torch.cuda" in call or "===" in call for call in calls)
+
+
+def test_a_gpu_machine_whose_torch_cannot_see_the_gpu_fails_the_setup_and_says_so(tmp_path):
+    code, output, calls = _setup(tmp_path, gpu=True, gpu_unseen=True)
+    assert code == 1 and "nvidia-smi sees a GPU but an environment cannot use it" in output, output
+    assert not (tmp_path / "main/.quant-gpu-checked").exists()
+    code, output, calls = _setup(tmp_path / "ok", gpu=True)
+    assert code == 0 and (tmp_path / "ok/main/.quant-gpu-checked").exists()
+    before = len(calls)
+    code, output, calls = _setup(tmp_path / "ok", gpu=True)   # nothing rebuilt: not asked again
+    assert code == 0 and not any("torch.cuda" in call for call in calls[before:])
 
 
 def test_both_environments_are_byte_compiled_once_per_install(tmp_path):
@@ -166,7 +186,10 @@ def test_setup_keeps_a_torch_the_machine_has_where_llmcompressor_accepts_it(tmp_
     assert not any("torch==" in call for call in main) and "requirements/main.lock" not in main[-1]
     code, output, calls = _setup(tmp_path / "old", gpu=True, torch_in_main_venv="2.9.1+cu126")
     main = [call for call in calls if f"{tmp_path}/old/main/bin/python" in call]
-    assert code == 0 and main[0].endswith("-q torch==2.13.0") and "-c requirements/main.lock" in main[1]
+    assert code == 0 and main[0].endswith("-q torch===2.13.0") and "-c requirements/main.lock" in main[1]
+    code, output, calls = _setup(tmp_path / "cpu-torch", gpu=True, torch_in_main_venv="2.13.0+cpu")
+    main = [call for call in calls if f"{tmp_path}/cpu-torch/main/bin/python" in call]
+    assert code == 0 and "keeping torch" not in output and main[0].endswith("-q torch===2.13.0"), output
 
 
 def test_the_main_environment_accepts_the_torch_range_llmcompressor_accepts():

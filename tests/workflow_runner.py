@@ -37,11 +37,18 @@ EXPRESSION = re.compile(r"\$\{\{\s*(.*?)\s*\}\}")
 DEFAULT_PERMISSIONS = {"contents": "read", "metadata": "read", "packages": "read"}
 
 
+class Null(str):
+    """GitHub's null: '' in comparisons and text, and null again for any property of it."""
+
+    def __getattr__(self, name: str) -> "Null":
+        return Null()
+
+
 class Context(dict):
-    """An expression context: attribute access, and a missing property is '' (GitHub's null)."""
+    """An expression context: attribute access, and a missing property is null ('', as GitHub's)."""
 
     def __getattr__(self, name: str) -> Any:
-        value = self.get(name.replace("-", "_"), self.get(name, ""))
+        value = self.get(name.replace("-", "_"), self.get(name, Null()))
         return Context(value) if isinstance(value, dict) else value
 
 

@@ -63,18 +63,20 @@ class InprocessLM(HFLM):
         for context, continuation in pairs:
             ctx, cont = split_ids(encoder(self.tokenizer), context, continuation, prefix_token_id(self.tokenizer))
             with torch.no_grad():
-                logits = self.model(torch.tensor([ctx + cont])).logits[0, len(ctx) - 1:-1].float()
+                logits = self.model(torch.tensor([ctx + cont], device=self.model.device)).logits[0, len(ctx) - 1:-1].float()
             values, ids = torch.log_softmax(logits, dim=-1).topk(k, dim=-1)
             out.append([{self.tokenizer.decode([i]): v for i, v in zip(row_ids.tolist(), row_vals.tolist())}
                         for row_vals, row_ids in zip(values, ids)])
         return out
 
 
-def inprocess_lm(model_dir: str | Path, batch_size: int = 32, dtype: str = "bfloat16") -> InprocessLM:
+def inprocess_lm(model_dir: str | Path, batch_size: int = 32, dtype: str = "bfloat16",
+                 device: str = "cpu") -> InprocessLM:
+    """The checkpoint in transformers on `device` (cpu, cuda, cuda:N), in `dtype`."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=getattr(torch, dtype))
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=getattr(torch, dtype)).to(device)
     model.eval()
-    return InprocessLM(pretrained=model, tokenizer=tokenizer, batch_size=batch_size, device="cpu")
+    return InprocessLM(pretrained=model, tokenizer=tokenizer, batch_size=batch_size, device=device)

@@ -30,9 +30,10 @@ def host_cpu_isa() -> str | None:
 
 
 def compute_dtype(requested: str, on_cpu: bool, isa: str | None) -> str:
-    """The dtype a model is run in: `auto` is bfloat16, except on an x86 CPU without AVX-512, where torch has
-    no vectorized bfloat16 matmul (a bf16 Linear ran 8x slower than float32 on such a CPU): float32 there.
-    bf16 weights are upcast exactly, so only the arithmetic is more precise. Any other value is kept."""
+    """The dtype a model is run in on a CPU (or an engine whose device is unknown): `auto` is bfloat16, except on
+    an x86 CPU without AVX-512, where torch has no vectorized bfloat16 matmul (a bf16 Linear ran 8x slower than
+    float32 on such a CPU): float32 there. bf16 weights are upcast exactly, so only the arithmetic is more
+    precise. Any other value is kept. On a GPU, perf/engines/dtypes.py decides."""
     if requested != "auto":
         return requested
     return "float32" if on_cpu and isa == "avx2" else "bfloat16"

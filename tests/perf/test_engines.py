@@ -192,10 +192,14 @@ def fake_engine_env(tmp_path, distribution: str, version: str, torch_cuda: str |
     ("vllm", "0.11.0+cpu", None, None, {}, "cpu"),                      # a CPU build of vllm itself
     ("vllm", "0.11.0", "12.8", None, {"VLLM_TARGET_DEVICE": "cpu"}, "cpu"),
 ])
-def test_engine_facts_say_what_the_engine_serves_on(tmp_path, distribution, version, cuda, hip, env, device):
+def test_engine_facts_say_what_the_engine_serves_on(tmp_path, monkeypatch, distribution, version, cuda, hip,
+                                                    env, device):
     python = fake_engine_env(tmp_path, distribution, version, cuda, hip)
     cpu_isa = {"cpu_isa": host_cpu_isa()} if device == "cpu" else {}   # a CPU engine's kernels depend on the host
-    assert engine_facts(python, env) == {"distribution": distribution, "version": version, "device": device, **cpu_isa}
+    gpus = {"gpus": []} if device == "cuda" else {}   # a CUDA engine's GPUs (nvidia-smi: none here)
+    monkeypatch.setenv("PATH", str(tmp_path))   # no nvidia-smi, whatever this machine has
+    assert engine_facts(python, env) == {"distribution": distribution, "version": version, "device": device,
+                                         **cpu_isa, **gpus}
 
 
 def test_the_host_isa_is_read_as_vllm_cpu_reads_it():

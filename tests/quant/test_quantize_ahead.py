@@ -99,7 +99,7 @@ def test_checkpoints_are_built_in_order_in_the_background_and_handed_over(tmp_pa
     finally:
         ahead.close()
     assert builds.order == ["a", "b", "c"] and all(n.startswith("quantize-ahead") for n in builds.threads)
-    assert builds.nice == {19}   # the lowest priority, inherited by the quantizers it starts
+    assert builds.nice <= {0, 19}   # each was waited for at once: maybe raised to ours before it started
     assert set(ahead.seconds) == {"a", "b", "c"} and min(ahead.seconds.values()) > 0
     assert ahead.checkpoint(r.variants[0]) == "checkpoint of bf16"   # not queued: built now, in the caller
 
@@ -117,6 +117,7 @@ def test_a_perf_stage_pauses_every_quantizer_and_they_resume_after(tmp_path):
             time.sleep(0.5)
             assert builds.ticks("a") == frozen and builds.order == ["a"]
         assert ticks_again(builds, "a", frozen)
+        assert builds.nice == {19}   # the lowest priority, inherited by the quantizer it starts
     finally:
         started = time.time()
         ahead.close()   # the running quantizer is stopped, the next never starts
@@ -164,3 +165,65 @@ def test_what_is_built_ahead_and_where(tmp_path):
     assert wanted(context(r, tmp_path)) and not wanted(context(r, tmp_path, device="cuda"))
     assert not wanted(context(recipe(quantize_ahead=False), tmp_path))
     assert wanted(context(recipe(quantize_ahead=True), tmp_path, device="cuda"))
+
+
+class Lines(Reporter):
+    def __init__(self):
+        super().__init__(quiet=True)
+        self.lines: list[str] = []
+
+    def log(self, message: str, style: str | None = None) -> None:
+        self.lines.append(message)
+
+
+def running_quantizer(builds: Builds, name: str) -> psutil.Process:
+    deadline = time.time() + 20
+    while builds.ticks(name) < 2 and time.time() < deadline:
+        time.sleep(0.05)
+    kids = [p for p in psutil.Process().children(recursive=True) if QUANTIZER_ENV in p.environ()]
+    assert kids, "the quantizer never started"
+    return kids[0]
+
+
+def test_a_build_the_sweep_waits_for_is_raised_back_to_the_sweeps_priority(tmp_path):
+    """The priority inversion: a turn that waits on a build at nice 19 would wait behind every other process
+    of the host. Here (root) Linux lets the sweep raise it back."""
+    r = recipe({"name": "a", **Q})
+    builds = Builds(tmp_path, seconds=2)
+    reporter = Lines()
+    ahead = QuantizeAhead(Context(r, reporter, {"device": "cpu"}, tmp_path), r.variants[1:], builds)
+    try:
+        quantizer = running_quantizer(builds, "a")
+        assert quantizer.nice() == 19
+        if os.geteuid() != 0:
+            pytest.skip("raising a priority needs root here")
+        assert ahead.raise_priority() and quantizer.nice() == os.getpriority(os.PRIO_PROCESS, 0)
+        assert os.getpriority(os.PRIO_PROCESS, ahead._thread_id) == os.getpriority(os.PRIO_PROCESS, 0)  # its thread
+        assert ahead.checkpoint(r.variants[1]) == "checkpoint of a"
+        assert any("raised to the sweep's priority" in line for line in reporter.lines), reporter.lines
+        assert builds.nice == {19}   # it started low
+    finally:
+        ahead.close()
+
+
+def test_where_linux_refuses_to_raise_a_priority_the_build_stays_low_and_the_log_says_why(tmp_path, monkeypatch):
+    import quant.ahead as ahead_module
+
+    def refuse(which, who, nice):
+        if nice < 19:
+            raise PermissionError(13, "Permission denied")
+        return os_setpriority(which, who, nice)
+
+    os_setpriority = os.setpriority
+    r = recipe({"name": "a", **Q})
+    builds = Builds(tmp_path, seconds=1.5)
+    reporter = Lines()
+    monkeypatch.setattr(ahead_module.os, "setpriority", refuse)
+    ahead = QuantizeAhead(Context(r, reporter, {"device": "cpu"}, tmp_path), r.variants[1:], builds)
+    try:
+        quantizer = running_quantizer(builds, "a")
+        assert ahead.checkpoint(r.variants[1]) == "checkpoint of a"
+    finally:
+        ahead.close()
+    assert builds.nice == {19}
+    assert any("raising a priority needs root or RLIMIT_NICE" in line for line in reporter.lines), reporter.lines
