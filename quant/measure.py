@@ -79,7 +79,7 @@ def _start_failed(record: dict, refused: EngineStartError) -> None:
 
 
 def _serve_failure_key(ctx: SweepContext, variant: Variant, checkpoint: Checkpoint) -> str:
-    return digest("serve-failure", checkpoint.key, ctx.engine_key, variant.engine_args)
+    return digest("serve-failure", checkpoint.key, ctx.engine_key, variant.served_args)
 
 
 def _refusal(ctx: SweepContext, variant: Variant, checkpoint: Checkpoint, log: Callable[[str], None]) -> str | None:
@@ -107,7 +107,7 @@ def _engine(ctx: SweepContext, variant: Variant, checkpoint: Checkpoint, engine_
 
 def _served_stages(ctx: SweepContext, variant: Variant, checkpoint: Checkpoint) -> tuple[dict, EvalStage, PerfStage]:
     """The engine flags of a served variant, and its eval and perf stages."""
-    engine_args = {**ctx.recipe.engine.args, **variant.engine_args}
+    engine_args = {**ctx.recipe.engine.args, **variant.served_args}
     return (engine_args, EvalStage(ctx, variant, checkpoint, "served", engine_args),
             PerfStage(ctx, variant, checkpoint, engine_args))
 

@@ -105,7 +105,7 @@ def memory_columns(ctx: SweepContext, variant: Variant, checkpoint: Path, weight
     longest request."""
     perf = ctx.recipe.perf
     first = perf.workloads[0] if perf.workloads else None
-    engine_args = {**ctx.recipe.engine.args, **variant.engine_args}
+    engine_args = {**ctx.recipe.engine.args, **variant.served_args}
     try:
         seq = longest_request(first) if first else DEFAULT_SEQ_TOKENS
         memory = account(checkpoint, weights_bytes, engine_args, seq, perf.accelerator_memory_gib,

@@ -7,7 +7,7 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from core.recipe import Gates
+from core.recipe import Gates, variant_engine_args
 from core.results import PerfPoint, Results
 from perf.engines.vllm import serve_command
 from reports.cost import usd_per_gpu_hour, usd_per_million_tokens
@@ -147,7 +147,7 @@ def deploy_command(results: Results | dict, name: str, model: str | None = None)
     where the weights are, where not at the run's checkpoint (an exported folder, a hub repo)."""
     results = Results.of(results)
     engine = results.recipe.get("engine") or {}
-    own = next((v.get("engine_args") or {} for v in results.recipe.get("variants", []) if v.get("name") == name), {})
+    own = next((variant_engine_args(v) for v in results.recipe.get("variants", []) if v.get("name") == name), {})
     device = results.engine.device if results.engine else None
     # the dtype it ran in (engine.dtype `auto` resolved); runs that do not record it: the recipe's
     dtype = (results.engine.dtype if results.engine else None) or engine.get("dtype")
