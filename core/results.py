@@ -209,6 +209,13 @@ class Memory(Record):
     seq_from: StrictStr | None = None
     server_rss_bytes: Count | None = None
     server_gpu_bytes: Count | None = None
+    # the engine's own KV cache capacity at start-up (perf/engines/kv_capacity.py), where it logged one
+    engine_kv_tokens: Count | None = None
+    engine_kv_bytes_per_token: Count | None = None
+    engine_kv_gib: Number | None = None
+    engine_max_sequences: Count | None = None
+    engine_seq_tokens: Count | None = None
+    engine_seq_from: StrictStr | None = None
 
 
 class VariantRecord(Record):

@@ -12,6 +12,7 @@ from core.results import PerfPoint, Results
 from perf.engines.vllm import serve_command
 from reports.cost import usd_per_gpu_hour, usd_per_million_tokens
 from reports.gate_rules import MARGIN_TOLERANCE
+from reports.kv_memory import bytes_per_sequence
 from reports.metric_kinds import higher_is_better
 from reports.table import headline_point
 
@@ -29,7 +30,7 @@ def _cost(results: Results, name: str, point: PerfPoint) -> float:
 OBJECTIVES = {
     "throughput": (lambda r, n, v, p: p.output_tokens_per_s, True),
     "latency": (lambda r, n, v, p: _p99_latency(p), False),
-    "memory": (lambda r, n, v, p: v.size_bytes or float("inf"), False),
+    "memory": (lambda r, n, v, p: bytes_per_sequence(v) if v.size_bytes else float("inf"), False),
     "cost": (lambda r, n, v, p: _cost(r, n, p), False),   # dollars per million output tokens
 }
 SLO_METRICS = {"ttft": "ttft_ms", "tpot": "tpot_ms", "itl": "itl_ms", "e2e": "e2e_ms"}

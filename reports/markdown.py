@@ -71,7 +71,7 @@ GATE_ICON = {"pass": "✅", "regression": "❌", "inconclusive": "⚠️", "cann
 
 
 def legend(results: Results) -> str:
-    return (f"★ = Pareto-optimal over accuracy, output tokens/s, E2E p99 latency and size. 95% CIs in brackets; "
+    return (f"★ = Pareto-optimal over accuracy, output tokens/s, E2E p99 latency, size and max seqs. 95% CIs in brackets; "
             "*paired* = the difference to the baseline on the same items (95% CI), items lost/gained, "
             "p of the test of no difference (exact McNemar for 0/1 scores, paired t for graded ones, "
             "a cluster t for grouped items); *KL*: mean KL divergence (nats/token) of next-token "
@@ -84,7 +84,9 @@ def legend(results: Results) -> str:
             "price of an accelerator-hour times the accelerators the engine holds, per million output tokens at "
             "that rate. *KV/tok*: KV-cache bytes per "
             "token (from the model config); *max seqs*: sequences of the first workload's length whose KV cache "
-            f"fits beside the weights on {memory_target(results)} (an upper bound: activations ignored).")
+            f"fits beside the weights on {memory_target(results)} (an upper bound: activations ignored). "
+            "† marks KV/tok and max seqs as the engine measured them instead: its KV memory over the KV tokens it "
+            "reported at start-up (in brackets), and those tokens over the sequence length.")
 
 
 def accuracy_cells(r) -> list[str]:
@@ -99,7 +101,18 @@ def perf_cells(r, mark: str = "\\*") -> list[str]:
             p99_cell(r, r.tpot_p99_ms, ".2f", mark), p99_cell(r, r.e2e_p99_ms, ".0f", mark),
             num(r.goodput_rps, ".1f"), num(r.max_rate_meeting_slo, ".2f"), num(r.usd_per_mtok, ".3g"),
             mb(r.size_bytes), server_memory(r),
-            num(r.kv_bytes_per_token, ",d"), num(r.max_sequences, ",d")]
+            num(r.kv_bytes_per_token, ",d") + kv_mark(r), max_sequences_cell(r)]
+
+
+def max_sequences_cell(r) -> str:
+    """Sequences that fit; where the engine measured them, with the KV tokens it reported."""
+    tokens = f" ({r.engine_kv_tokens:,} tok)" if r.kv_measured and r.engine_kv_tokens is not None else ""
+    return num(r.max_sequences, ",d") + kv_mark(r) + tokens
+
+
+def kv_mark(r) -> str:
+    """† on the KV columns the engine measured (its start-up log), not computed from the model config."""
+    return " †" if r.kv_measured and r.max_sequences is not None else ""
 
 
 def by_accuracy(rows: list) -> list:

