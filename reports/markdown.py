@@ -5,6 +5,7 @@ from __future__ import annotations
 from core.results import Results
 from perf.metrics import samples_needed
 from reports.summary import Summary, summarize
+from reports import context_plot
 from reports.table import headline_concurrency, memory_target, metric_of, rows_for_task, tasks_of, variant_rows
 
 
@@ -146,6 +147,7 @@ def render_markdown(results: Results, run_dir=None) -> str:
         rows = by_accuracy(rows_for_task(results, task, run_dir))
         lines += [f"## {task} ({metric_of(results, task)})", ""]
         lines += table(ACCURACY_HEADERS, [accuracy_cells(r) for r in rows])
+    lines += context_plot.markdown_section(results)
     rows = variant_rows(results)
     lines += ["## Performance and memory", ""] + table(PERF_HEADERS, [perf_cells(r) for r in rows])
     if any(p99_unreliable(r) for r in rows):
