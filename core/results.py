@@ -225,6 +225,7 @@ class VariantRecord(Record):
     status: Literal[STATUSES]
     reason: StrictStr | None = None
     description: StrictStr | None = None
+    kv_cache_dtype: StrictStr | None = None   # the KV cache's precision where the variant sets one
     accuracy: dict[str, Accuracy] = {}
     perf: dict[str, WorkloadResult] = {}
     memory: Memory = Memory()

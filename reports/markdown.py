@@ -209,6 +209,8 @@ def checkpoint_rows(results: Results) -> list[list[str]]:
                    else "-")
         kept = m.get("ignore_expanded")
         served = "yes" if v.served else ("no: " + v.status if not v.ok else "no")
+        if v.kv_cache_dtype:
+            served += f" (KV cache {v.kv_cache_dtype})"
         rows.append([name, m.get("scheme_description") or m.get("scheme") or "-", m.get("format") or "-", bits,
                      mb(v.size_bytes), str(len(kept)) if kept is not None else "-", seconds, served])
     return rows
