@@ -82,6 +82,10 @@ def test_choose_memory_and_the_table_read_the_engines_figures():
     rows = {r.variant: r for r in variant_rows(twice)}
     assert rows[bigger].max_sequences == 524288 // 192 and rows[bigger].kv_bytes_per_token == 2048
     assert choose(twice, [task], 1.0, objective="memory")[0][task].score < picked[task].score
+    from reports.choose_output import as_text
+    choices, shared = choose(twice, [task], 1.0, objective="memory")
+    printed = as_text(choices, shared, {task: "serve"}, {task: 1.0}, [], "memory")
+    assert f"{choices[task].score / 1e6:.1f} MB for one sequence (weights and its KV cache)" in printed
     text = render_markdown(twice)
     assert f"| 2,048 † | {524288 // 192:,} † (524,288 tok) |" in text
 
