@@ -23,6 +23,7 @@ sys.path.insert(0, str(REPO))
 
 from evals.needle import ANSWER_TOKENS, DEPTHS, LENGTHS, haystack, prompt_of, sentence_starts  # noqa: E402
 
+MAX_CHARS_PER_TOKEN = 12   # a window never needs more text than this per token (English BPE: about 4)
 MIN_FILL = 0.9   # a window's prompt is at least this share of its length (long paragraphs end windows early)
 ADJECTIVES = ("silver", "quiet", "amber", "crimson", "hollow", "gentle", "frozen", "golden", "hidden", "bitter",
               "rapid", "ancient", "narrow", "bright", "distant", "humble", "lucky", "misty", "proud", "velvet")
@@ -50,7 +51,7 @@ def build(tokenizer, length: int, items: int, seed: int, text: str) -> list[dict
 
 def window(count, starts: list[int], length: int, start: int, doc: dict) -> dict:
     doc = {**doc, "start": start, "end": start, "needle_at": 0}
-    ends = [s for s in starts if s > start]
+    ends = [s for s in starts if start < s <= start + MAX_CHARS_PER_TOKEN * length] or [starts[-1]]
     lo, hi = 0, len(ends) - 1    # the most sentences whose prompt stays within `length` tokens
     while lo < hi:
         mid = (lo + hi + 1) // 2
