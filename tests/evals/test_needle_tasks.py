@@ -58,8 +58,8 @@ def test_items_are_built_from_a_seed_within_the_length_in_the_tokenizers_tokens(
 
     tokenizer = AutoTokenizer.from_pretrained(DEMO_MODEL)
     text = needle.haystack()
-    first = build(tokenizer, 256, 5, 0, text)
-    assert first == build(tokenizer, 256, 5, 0, text) != build(tokenizer, 256, 5, 1, text)
+    first = build(tokenizer, 256, 3, 0, text)
+    assert first == build(tokenizer, 256, 3, 0, text) != build(tokenizer, 256, 3, 1, text)
     for item in first:
         tokens = len(tokenizer(needle.prompt_of(item, text), add_special_tokens=False)["input_ids"])
         assert tokens == item["tokens"] <= 256 - needle.ANSWER_TOKENS
