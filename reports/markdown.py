@@ -86,7 +86,7 @@ def legend(results: Results) -> str:
             "that rate. *KV/tok*: KV-cache bytes per "
             "token (from the model config); *max seqs*: sequences of the first workload's length whose KV cache "
             f"fits beside the weights on {memory_target(results)} (an upper bound: activations ignored). "
-            "† marks KV/tok and max seqs as the engine measured them instead: its KV memory over the KV tokens it "
+            "‡ marks KV/tok and max seqs as the engine measured them instead: its KV memory over the KV tokens it "
             "reported at start-up (in brackets), and those tokens over the sequence length.")
 
 
@@ -112,8 +112,8 @@ def max_sequences_cell(r) -> str:
 
 
 def kv_mark(r) -> str:
-    """† on the KV columns the engine measured (its start-up log), not computed from the model config."""
-    return " †" if r.kv_measured and r.max_sequences is not None else ""
+    """‡ on the KV columns the engine measured (its start-up log), not computed from the model config."""
+    return " ‡" if r.kv_measured and r.max_sequences is not None else ""
 
 
 def by_accuracy(rows: list) -> list:

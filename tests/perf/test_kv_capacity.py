@@ -110,7 +110,7 @@ def test_choose_memory_and_the_table_read_the_engines_figures():
     printed = as_text(choices, shared, {task: "serve"}, {task: 1.0}, [], "memory")
     assert f"{choices[task].score / 1e6:.1f} MB for one sequence (weights and its KV cache)" in printed
     text = render_markdown(twice)
-    assert f"| 2,048 † | {524288 // 192:,} † (524,288 tok) |" in text
+    assert f"| 2,048 ‡ | {524288 // 192:,} ‡ (524,288 tok) |" in text
 
 
 def test_without_the_engines_figures_the_computed_ones_stay():
