@@ -72,7 +72,8 @@ GATE_ICON = {"pass": "✅", "regression": "❌", "inconclusive": "⚠️", "cann
 
 
 def legend(results: Results) -> str:
-    return (f"★ = Pareto-optimal over accuracy, output tokens/s, E2E p99 latency, size and max seqs. 95% CIs in brackets; "
+    return (f"★ = Pareto-optimal over accuracy, output tokens/s, E2E p99 latency, size and max seqs. 95% CIs in "
+            "brackets; "
             "*paired* = the difference to the baseline on the same items (95% CI), items lost/gained, "
             "p of the test of no difference (exact McNemar for 0/1 scores, paired t for graded ones, "
             "a cluster t for grouped items); *KL*: mean KL divergence (nats/token) of next-token "

@@ -5,9 +5,9 @@ TOKENIZER_DIR: the tokenizer the lengths are counted in (the shipped files: Smol
 folder `quant sweep recipes/smollm2.yaml` dequantizes to under ~/.cache/quant-suite/models/gguf/).
 
 Per length N, `--items` items: a window of whole sentences starting at an offset spread over the prose, as
-long as the whole prompt (preamble, window, needle, question) stays within N - 16 tokens (16 for the answer); the needle at one of five
-depths (0, 25, 50, 75, 100% of the window, at the nearest sentence start), depths taken in turn; a key made
-of two words and a 7-digit number, both drawn from the seed."""
+long as the whole prompt (preamble, window, needle, question) stays within N - 16 tokens (16 for the answer);
+the needle at one of five depths (0, 25, 50, 75, 100% of the window, at the nearest sentence start), depths
+taken in turn; a key made of two words and a 7-digit number, both drawn from the seed."""
 
 from __future__ import annotations
 
@@ -42,7 +42,8 @@ def build(tokenizer, length: int, items: int, seed: int, text: str) -> list[dict
         value, depth = rng.randrange(1_000_000, 10_000_000), DEPTHS[i % len(DEPTHS)]
         first = bisect_left(starts, int(i * (len(text) - 12 * length) / items))
         for start in starts[first:]:   # the first start whose window fills at least MIN_FILL of the length
-            doc = window(count, starts, length - ANSWER_TOKENS, start, {"length": length, "key": key, "value": value, "depth": depth})
+            fields = {"length": length, "key": key, "value": value, "depth": depth}
+            doc = window(count, starts, length - ANSWER_TOKENS, start, fields)
             if doc["tokens"] >= MIN_FILL * (length - ANSWER_TOKENS):
                 break
         rows.append(doc)
