@@ -103,7 +103,7 @@ def main() -> None:
     served, hf = {}, {}
     with tempfile.TemporaryDirectory() as tmp, VLLMServer(
             Path(checkpoint), python=resolve_engine_python(recipe.engine.python), served_name=name,
-            args={**recipe.engine.args, **variant.engine_args}, env=recipe.engine.env, dtype=args.dtype,
+            args={**recipe.engine.args, **variant.served_args}, env=recipe.engine.env, dtype=args.dtype,
             startup_timeout_s=recipe.engine.startup_timeout_s, log_path=Path(tmp) / "server.log") as server:
         lm = ServedLM(server.completions_url, name, tokenizer_dir=checkpoint, concurrency=recipe.eval_concurrency)
         for task in tasks:

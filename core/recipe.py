@@ -106,6 +106,10 @@ class Variant(Strict):
     recipe: str | None = None          # a verbatim llmcompressor recipe: a file path or inline YAML
     checkpoint: str | None = None      # an already-quantized checkpoint: served as it is
     engine_args: dict[str, Any] = Field(default_factory=dict)
+    # The KV cache's precision (vLLM's --kv-cache-dtype: fp8, fp8_e4m3, fp8_e5m2 where the installed engine
+    # accepts them), alone on the 16-bit weights or beside any weight scheme. Checked against the engine's own
+    # argument parser before any work (perf/validate.py); part of the variant's evals, perf and labels.
+    kv_cache_dtype: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_]+$")
     sensitivity: Sensitivity | None = None
     # Who quantizes: llmcompressor (compressed-tensors checkpoints) or, where installed, GPTQModel
     # (GPTQ- or AWQ-format checkpoints, as AutoGPTQ and AutoAWQ made them).
@@ -141,6 +145,8 @@ class Variant(Strict):
             raise ValueError("groups: name at least one group")
         if self.backend == "gptqmodel":
             self._check_gptqmodel()
+        if self.kv_cache_dtype is not None:
+            self._check_kv_cache()
         if self.unfit_groups == "largest_fitting" and (self.scheme is None and self.weights is None
                                                        or self.sensitivity or self.backend != "llmcompressor"):
             raise ValueError("unfit_groups largest_fitting needs one `scheme` or `weights` (no groups), backend "
@@ -148,12 +154,20 @@ class Variant(Strict):
         return self
 
     def _check_endpoint(self, sources: list[str]) -> "Variant":
-        weights_options = sources + [name for name in ("sensitivity", "engine_args")
+        weights_options = sources + [name for name in ("sensitivity", "engine_args", "kv_cache_dtype")
                                      if getattr(self, name)] + (["backend"] if self.backend != "llmcompressor" else [])
         if weights_options:
             kind = "an endpoint" if self.endpoint else "a llamacpp"
             raise ValueError(f"{kind} variant is served by its own server: drop {', '.join(weights_options)}")
         return self
+
+    def _check_kv_cache(self) -> None:
+        if self.baseline:
+            raise ValueError("the baseline serves the model's own KV cache: drop kv_cache_dtype (give it to a "
+                             "variant without a weight scheme to measure the KV cache alone)")
+        if any(k.replace("-", "_").lstrip("_") == "kv_cache_dtype" for k in self.engine_args):
+            raise ValueError("kv_cache_dtype is given twice: keep the variant's kv_cache_dtype and drop it from "
+                             "engine_args")
 
     def _check_gptqmodel(self) -> None:
         if self.algorithm not in ("gptq", "awq"):
@@ -170,6 +184,18 @@ class Variant(Strict):
     @property
     def quantized(self) -> bool:
         return any(getattr(self, s) is not None for s in SOURCES)
+
+    @property
+    def served_args(self) -> dict[str, Any]:
+        """The engine arguments this variant adds to the recipe's: its engine_args and its KV cache's precision."""
+        return variant_engine_args(self.model_dump(include={"engine_args", "kv_cache_dtype"}))
+
+
+def variant_engine_args(variant: dict) -> dict[str, Any]:
+    """A variant's own engine arguments from its recipe entry (a results file's recipe, too): engine_args, with
+    kv_cache_dtype where it names one."""
+    kv = variant.get("kv_cache_dtype")
+    return {**(variant.get("engine_args") or {}), **({"kv_cache_dtype": kv} if kv else {})}
 
 
 class Calibration(Strict):
@@ -323,7 +349,11 @@ class Recipe(Strict):
 
     def content_hash(self) -> str:
         """What the recipe measures; how it is executed (local or on Ray) and what it costs are not part of it."""
-        return digest(self.model_dump(mode="json", exclude={"execution", "cost"}))
+        dump = self.model_dump(mode="json", exclude={"execution", "cost"})
+        for variant in dump["variants"]:   # a variant without a KV cache precision hashes as it did before the field
+            if variant.get("kv_cache_dtype") is None:
+                variant.pop("kv_cache_dtype", None)
+        return digest(dump)
 
     @field_validator("tasks", mode="before")
     @classmethod

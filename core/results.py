@@ -213,6 +213,13 @@ class Memory(Record):
     seq_from: StrictStr | None = None
     server_rss_bytes: Count | None = None
     server_gpu_bytes: Count | None = None
+    # the engine's own KV cache capacity at start-up (perf/engines/kv_capacity.py), where it logged one
+    engine_kv_tokens: Count | None = None
+    engine_kv_bytes_per_token: Count | None = None
+    engine_kv_gib: Number | None = None
+    engine_max_sequences: Count | None = None
+    engine_seq_tokens: Count | None = None
+    engine_seq_from: StrictStr | None = None
 
 
 class VariantRecord(Record):
@@ -222,6 +229,7 @@ class VariantRecord(Record):
     status: Literal[STATUSES]
     reason: StrictStr | None = None
     description: StrictStr | None = None
+    kv_cache_dtype: StrictStr | None = None   # the KV cache's precision where the variant sets one
     accuracy: dict[str, Accuracy] = {}
     perf: dict[str, WorkloadResult] = {}
     memory: Memory = Memory()

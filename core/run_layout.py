@@ -81,6 +81,10 @@ class RunLayout:
         return self.root / "pareto.png"
 
     @property
+    def long_context_png(self) -> Path:
+        return self.root / "long_context.png"
+
+    @property
     def report_html(self) -> Path:
         return self.root / "report.html"
 

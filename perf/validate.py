@@ -18,6 +18,7 @@ from core.recipe_perf import Perf
 def check(engine: Engine, variants: list[tuple[int, Variant]]) -> tuple[Found, str | None]:
     """(what is wrong, the engine the arguments were checked against: None where they were not)."""
     from perf.engines.flags import FlagsUnknown, engine_flags_known, engine_name, flag_problems, refused_values
+    from perf.engines.known_unsupported import kv_cache_dtype_refusal
     from perf.engines.process import EngineStartError
     from perf.engines.vllm import resolve_engine_python
 
@@ -29,6 +30,7 @@ def check(engine: Engine, variants: list[tuple[int, Variant]]) -> tuple[Found, s
         return found, None
     args = [(("engine", "args"), engine.args)] + [(("variants", i, "engine_args"), v.engine_args)
                                                  for i, v in variants]
+    args += [(("variants", i), {"kv_cache_dtype": v.kv_cache_dtype}) for i, v in variants if v.kv_cache_dtype]
     if not any(values for _, values in args):
         return found, None
     try:
@@ -52,6 +54,12 @@ def check(engine: Engine, variants: list[tuple[int, Variant]]) -> tuple[Found, s
     for (where, values), messages in zip(to_parse, refused):
         found.errors += [(where + (key,), f"{name} refuses {values[key]!r}: {message}")
                          for key, message in messages.items()]
+    refused_already = {loc for loc, _ in found.errors}
+    for i, variant in variants:   # values the parser takes but the engine's attention backend cannot store
+        where = ("variants", i, "kv_cache_dtype")
+        reason = kv_cache_dtype_refusal(facts, variant.kv_cache_dtype) if variant.kv_cache_dtype else None
+        if reason and where not in refused_already:
+            found.errors.append((where, reason))
     return found, name
 
 

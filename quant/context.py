@@ -21,8 +21,11 @@ class StageError(Exception):
 
 def new_record(variant: Variant, status: str = "ok", reason: str | None = None) -> dict:
     """A variant's record before any stage has added to it (a failed one keeps its reason)."""
-    return {"name": variant.name, "baseline": variant.baseline, "status": status, "reason": reason,
-            "description": variant.description, "accuracy": {}, "perf": {}, "memory": {}}
+    record = {"name": variant.name, "baseline": variant.baseline, "status": status, "reason": reason,
+              "description": variant.description, "accuracy": {}, "perf": {}, "memory": {}}
+    if variant.kv_cache_dtype:
+        record["kv_cache_dtype"] = variant.kv_cache_dtype
+    return record
 
 
 @dataclass(frozen=True)

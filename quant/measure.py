@@ -58,6 +58,10 @@ def measure_variant(ctx: SweepContext, variant: Variant, checkpoint: Checkpoint,
             reason = refused.reason
             ctx.cache.save_json(STAGE_SERVE_FAILURES, _serve_failure_key(ctx, variant, checkpoint),
                                 {"reason": reason, "blames": CHECKPOINT})
+    if reason and variant.kv_cache_dtype:   # transformers would measure the model's own KV cache, not this one
+        record.update(status="unsupported", reason=f"engine: {reason}; not measured in-process: its "
+                      f"kv_cache_dtype {variant.kv_cache_dtype} is the engine's", served=False)
+        return
     if reason:
         record.update(status="unsupported", reason=f"engine: {reason}", served=False, eval_backend="inprocess")
         try:
@@ -79,7 +83,7 @@ def _start_failed(record: dict, refused: EngineStartError) -> None:
 
 
 def _serve_failure_key(ctx: SweepContext, variant: Variant, checkpoint: Checkpoint) -> str:
-    return digest("serve-failure", checkpoint.key, ctx.engine_key, variant.engine_args)
+    return digest("serve-failure", checkpoint.key, ctx.engine_key, variant.served_args)
 
 
 def _refusal(ctx: SweepContext, variant: Variant, checkpoint: Checkpoint, log: Callable[[str], None]) -> str | None:
@@ -113,7 +117,7 @@ def _engine_core_nice(ctx: SweepContext) -> int | None:
 
 def _served_stages(ctx: SweepContext, variant: Variant, checkpoint: Checkpoint) -> tuple[dict, EvalStage, PerfStage]:
     """The engine flags of a served variant, and its eval and perf stages."""
-    engine_args = {**ctx.recipe.engine.args, **variant.engine_args}
+    engine_args = {**ctx.recipe.engine.args, **variant.served_args}
     return (engine_args, EvalStage(ctx, variant, checkpoint, "served", engine_args),
             PerfStage(ctx, variant, checkpoint, engine_args))
 

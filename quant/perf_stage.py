@@ -11,6 +11,7 @@ from core.hashing import digest
 from core.recipe import Variant
 from core.recipe_perf import Workload
 from core.store import copy_file
+from perf.engines.kv_capacity import sequences_that_fit
 from perf.engines.process import DEATH_WAIT_S
 from perf.memory import account
 from perf.requests import longest_request
@@ -72,6 +73,12 @@ class PerfStage:
         failed = any(p["errors"] for p in result["points"])
         session.server.check_alive(wait_s=DEATH_WAIT_S if failed else 0.0)
         result["placement"] = {**where, "started": round(started, 3), "finished": round(time.time(), 3)}
+        capacity = getattr(session.server, "kv_capacity", lambda: None)()
+        if capacity:   # the engine's own KV capacity, at this workload's longest request
+            result["kv_cache"] = sequences_that_fit(capacity, longest_request(workload))
+            kv = result["kv_cache"]
+            ctx.reporter.log(f"  KV cache (the engine's): {kv['kv_tokens']:,} tokens, {kv['max_sequences']:,} "
+                             f"sequences of {kv['seq_tokens']:,} tokens at once")
         records = [{"level": level, **r} for level, rs in result.pop("records").items() for r in rs]
         ctx.cache.save_json(STAGE_PERF, self.keys[workload.name], result, extra={"records.jsonl": records})
         self._log(workload.name, result)
@@ -86,6 +93,8 @@ class PerfStage:
             for memory in ("server_rss_bytes", "server_gpu_bytes"):
                 if result.get(memory):
                     record["memory"][memory] = max(record["memory"].get(memory, 0), result[memory])
+            if result.get("kv_cache") and "engine_kv_tokens" not in record["memory"]:
+                record["memory"].update(engine_memory(result["kv_cache"], name))
             copy_file(self.ctx.cache.path(STAGE_PERF, key) / "records.jsonl", vdir / "perf" / f"{name}.jsonl")
 
     def _log(self, name: str, result: dict) -> None:
@@ -103,12 +112,22 @@ class PerfStage:
                    if "slo_attainment" in p else ""))
 
 
+def engine_memory(kv_cache: dict, workload: str) -> dict:
+    """The memory columns the engine measured: its KV cache in tokens (and bytes per token where it logged the
+    memory) and the sequences of the first workload's longest request that fit in it at once."""
+    measured = {"engine_kv_tokens": kv_cache["kv_tokens"],
+                "engine_kv_bytes_per_token": kv_cache.get("kv_bytes_per_token"), "engine_kv_gib": kv_cache.get("kv_gib"),
+                "engine_max_sequences": kv_cache["max_sequences"], "engine_seq_tokens": kv_cache["seq_tokens"],
+                "engine_seq_from": f"longest request of workload {workload}"}
+    return {k: v for k, v in measured.items() if v is not None}
+
+
 def memory_columns(ctx: SweepContext, variant: Variant, checkpoint: Path, weights_bytes: int) -> dict:
     """Weights, KV bytes per token and sequences that fit, for sequences as long as the first workload's
     longest request."""
     perf = ctx.recipe.perf
     first = perf.workloads[0] if perf.workloads else None
-    engine_args = {**ctx.recipe.engine.args, **variant.engine_args}
+    engine_args = {**ctx.recipe.engine.args, **variant.served_args}
     try:
         seq = longest_request(first) if first else DEFAULT_SEQ_TOKENS
         memory = account(checkpoint, weights_bytes, engine_args, seq, perf.accelerator_memory_gib,

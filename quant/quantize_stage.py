@@ -62,7 +62,8 @@ def is_built(ctx: SweepContext, variant: Variant) -> bool:
 def checkpoint_key(ctx: SweepContext, variant: Variant) -> str:
     unchanged = {"unfit_groups"} if variant.unfit_groups == "error" else set()   # keys as before the field
     quant_fields = variant.model_dump(mode="json",
-                                      exclude={"name", "description", "engine_args", "baseline"} | unchanged)
+                                      exclude={"name", "description", "engine_args", "kv_cache_dtype", "baseline"}
+                                      | unchanged)
     backend_version = versions("gptqmodel") if variant.backend == "gptqmodel" else None
     return digest("checkpoint", ctx.model_key, quant_fields, calibration_key(ctx.recipe.calibration),
                   library_versions(), backend_version)

@@ -96,7 +96,7 @@ def _scheme_fields(variant: Variant) -> dict:
 
 def quant_fields(variant: Variant) -> dict:
     """What a check of the variant's quantization reads: everything but its name, description and serving."""
-    return variant.model_dump(mode="json", exclude={"name", "description", "engine_args", "baseline"})
+    return variant.model_dump(mode="json", exclude={"name", "description", "engine_args", "kv_cache_dtype", "baseline"})
 
 
 def _problems(variant: Variant) -> list[Problem]:

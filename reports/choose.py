@@ -7,11 +7,12 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from core.recipe import Gates
+from core.recipe import Gates, variant_engine_args
 from core.results import PerfPoint, Results
 from perf.engines.vllm import serve_command
 from reports.cost import usd_per_gpu_hour, usd_per_million_tokens
 from reports.gate_rules import MARGIN_TOLERANCE
+from reports.kv_memory import bytes_per_sequence
 from reports.metric_kinds import higher_is_better
 from reports.table import headline_point
 
@@ -29,7 +30,7 @@ def _cost(results: Results, name: str, point: PerfPoint) -> float:
 OBJECTIVES = {
     "throughput": (lambda r, n, v, p: p.output_tokens_per_s, True),
     "latency": (lambda r, n, v, p: _p99_latency(p), False),
-    "memory": (lambda r, n, v, p: v.size_bytes or float("inf"), False),
+    "memory": (lambda r, n, v, p: bytes_per_sequence(v) if v.size_bytes else float("inf"), False),
     "cost": (lambda r, n, v, p: _cost(r, n, p), False),   # dollars per million output tokens
 }
 SLO_METRICS = {"ttft": "ttft_ms", "tpot": "tpot_ms", "itl": "itl_ms", "e2e": "e2e_ms"}
@@ -147,7 +148,7 @@ def deploy_command(results: Results | dict, name: str, model: str | None = None)
     where the weights are, where not at the run's checkpoint (an exported folder, a hub repo)."""
     results = Results.of(results)
     engine = results.recipe.get("engine") or {}
-    own = next((v.get("engine_args") or {} for v in results.recipe.get("variants", []) if v.get("name") == name), {})
+    own = next((variant_engine_args(v) for v in results.recipe.get("variants", []) if v.get("name") == name), {})
     device = results.engine.device if results.engine else None
     # the dtype it ran in (engine.dtype `auto` resolved); runs that do not record it: the recipe's
     dtype = (results.engine.dtype if results.engine else None) or engine.get("dtype")

@@ -25,7 +25,9 @@ def as_text(choices: dict[str, Choice | None], shared: str | None, commands: dic
         lines.append(f"{task}: deploy {c.variant}")
         lines.append(f"  why: best {objective} with {limits} — accuracy {c.accuracy:.3f} "
                      f"(drop {c.drop:+.3f}), {c.out_tok_s:.0f} output tok/s at concurrency {c.concurrency}"
-                     + (f", ${c.score:.3g} per million output tokens" if objective == "cost" else ""))
+                     + (f", ${c.score:.3g} per million output tokens" if objective == "cost" else "")
+                     + (f", {c.score / 1e6:.1f} MB for one sequence (weights and its KV cache)"
+                        if objective == "memory" else ""))
         lines += [f"  not {name}: {why}" for name, why in c.rejected.items()]
         lines.append(f"  serve{f' ({engine}, as measured)' if engine else ''}: {commands[task]}")
         if exports:
@@ -47,5 +49,6 @@ def as_json(choices: dict[str, Choice | None], shared: str | None, commands: dic
             "variant": c.variant, "accuracy": c.accuracy, "drop": c.drop, "output_tokens_per_s": c.out_tok_s,
             "concurrency": c.concurrency, "serve_command": commands[task],
             **({"export_command": exports[task]} if exports else {}), "rejected": c.rejected,
-            **({"usd_per_million_output_tokens": c.score} if objective == "cost" else {})}
+            **({"usd_per_million_output_tokens": c.score} if objective == "cost" else {}),
+            **({"bytes_per_sequence": c.score} if objective == "memory" else {})}
             for task, c in choices.items()}}, indent=2)

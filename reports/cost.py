@@ -3,6 +3,7 @@ variant's engine holds, over the output tokens it served per hour at a perf leve
 
 from __future__ import annotations
 
+from core.recipe import variant_engine_args
 from core.results import Results
 
 # vLLM's parallelism flags: the engine holds their product of accelerators.
@@ -12,7 +13,7 @@ PARALLEL_ARGS = ("tensor_parallel_size", "pipeline_parallel_size", "data_paralle
 def engine_args(results: Results, variant: str) -> dict:
     """The recipe's engine args with the variant's own on top, keys spelled with underscores."""
     recipe = results.recipe
-    own = next((v.get("engine_args") or {} for v in recipe.get("variants", []) if v.get("name") == variant), {})
+    own = next((variant_engine_args(v) for v in recipe.get("variants", []) if v.get("name") == variant), {})
     merged = {**((recipe.get("engine") or {}).get("args") or {}), **own}
     return {str(k).replace("-", "_").lstrip("_"): v for k, v in merged.items()}
 

@@ -82,7 +82,8 @@ def _perf_row(r) -> list[tuple[str, str]]:
     return cells
 
 
-def render_html(results: Results, png: Path | None, run_dir: Path | None = None) -> str:
+def render_html(results: Results, png: Path | None, run_dir: Path | None = None,
+                context_png: Path | None = None) -> str:
     name = e(str(results.recipe_name))
     flips = flips_section(results, run_dir)
     parts = [f"<!doctype html><meta charset='utf-8'><meta name='viewport' content='width=device-width, "
@@ -101,6 +102,10 @@ def render_html(results: Results, png: Path | None, run_dir: Path | None = None)
         parts.append(f"<section class='task'><h2>{e(task)} ({e(metric_of(results, task))})</h2>"
                      + _table(ACCURACY_HEADERS, [_accuracy_row(r) for r in rows], "accuracy",
                               ["pareto" if r.pareto else "" for r in rows]) + "</section>")
+    if context_png and context_png.exists():
+        data = base64.b64encode(context_png.read_bytes()).decode()
+        parts.append(f"<section id='context'><h2>Accuracy by context length</h2><img alt='accuracy vs context "
+                     f"length' src='data:image/png;base64,{data}'></section>")
     rows = variant_rows(results)
     parts.append("<section id='perf'><h2>Performance and memory</h2>"
                  + _table(PERF_HEADERS, [_perf_row(r) for r in rows], "perf")

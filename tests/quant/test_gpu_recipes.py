@@ -72,5 +72,6 @@ def test_gpu_recipes_cover_code_math_extraction_standard_schemes_and_an_80gb_gpu
         assert {("FP8_DYNAMIC", None), ("W8A8", "gptq"), ("W4A16", "gptq"), ("W4A16_ASYM", "awq")} <= schemes
         assert all("lm_head" in v.get("ignore", []) for v in recipe["variants"] if v.get("scheme"))
         assert any(len(v.get("ignore", [])) > 1 for v in recipe["variants"]), "a mixed variant"
+        assert any(v.get("kv_cache_dtype") == "fp8" for v in recipe["variants"]), "an FP8 KV cache variant"
         assert recipe["perf"]["accelerator_memory_gib"] == 80
         assert recipe["gates"]["min_n"] <= min(ITEMS[t] for t in tasks)

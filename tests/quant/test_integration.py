@@ -55,6 +55,10 @@ def test_every_variant_served_and_scored(sweep):
         assert all(p["slo_attainment"] == 1.0 and p["goodput_rps"] == p["requests_per_s"] for p in points)
         records = (root / "run" / "variants" / name / "perf" / "tiny.jsonl").read_text().splitlines()
         assert len(records) == 16
+        # the KV cache the engine reported at start-up: the bytes per token the model config computes
+        memory = v["memory"]
+        assert memory["engine_kv_tokens"] > 0 and memory["engine_kv_bytes_per_token"] == memory["kv_bytes_per_token"]
+        assert memory["engine_max_sequences"] == memory["engine_kv_tokens"] // 40   # tiny: 32 + 8 tokens
         (open_point,) = v["perf"]["open"]["points"]    # 8 Poisson arrivals + one burst of 4
         assert open_point["rate"] == 8 and open_point["n"] == 12 and open_point["errors"] == 0
         assert open_point["server_check"]["match"] and not_about_foreign_load(v["perf"]["open"]["warnings"]) == []
