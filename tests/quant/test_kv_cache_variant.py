@@ -59,6 +59,10 @@ def test_a_recipe_without_kv_cache_precision_hashes_as_before_the_field():
     ("{name: bf16, baseline: true, kv_cache_dtype: fp8}", "the baseline serves the model's own KV cache"),
     ("{name: q, kv_cache_dtype: fp8, engine_args: {kv_cache_dtype: fp8}}", "kv_cache_dtype is given twice"),
     ("{name: q, kv_cache_dtype: 'fp8 e4m3'}", "String should match pattern"),
+    ("{name: q, kv_cache_dtype: fp8, endpoint: {base_url: 'http://127.0.0.1:8000/v1', model: m}}",
+     "an endpoint variant is served by its own server: drop kv_cache_dtype"),
+    ("{name: q, kv_cache_dtype: fp8, llamacpp: {gguf: m.gguf}}",
+     "a llamacpp variant is served by its own server: drop kv_cache_dtype"),
 ])
 def test_kv_cache_precision_schema_problems(variant, message):
     text = f"name: r\nmodel: demo\ntasks: [demo_math]\nvariants: [{{name: b, baseline: true}}, {variant}]\n"
