@@ -10,6 +10,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 
 from core.hashing import digest
 from core.recipe_perf import Perf
+from core.recipe_servers import Endpoint, LlamaCpp
 from core.strict import Strict
 
 
@@ -66,24 +67,6 @@ class Sensitivity(Strict):
 
 
 SOURCES = ("scheme", "weights", "groups", "recipe", "checkpoint")   # where a variant's weights come from
-
-
-class Endpoint(Strict):
-    """A server already running that the suite measures as it is (it never starts or stops it): any
-    OpenAI-compatible /v1/completions. It must serve the recipe's model: its tokenizer (the recipe's `model`)
-    splits the scored text and makes the perf prompts."""
-    base_url: str = Field(pattern=r"^https?://[^\s/]+(/\S*)?$")   # e.g. http://127.0.0.1:8000 (without /v1)
-    model: str = Field(min_length=1)   # the served model name, as its /v1/models lists it
-    api_key_env: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")   # sent as a Bearer token
-
-
-class LlamaCpp(Strict):
-    """A GGUF file served as it is by llama.cpp's server (llama-cpp-python), which the suite starts and stops
-    as it does vLLM, then measures as an endpoint. It must hold the recipe's model (whose tokenizer scores)."""
-    gguf: str                          # a .gguf path, or package:NAME/FILE.gguf
-    args: dict[str, Any] = Field(default_factory=dict)   # server settings, e.g. {n_ctx: 2048, n_threads: 2}
-    python: str | None = None          # its environment's python; else $QUANT_LLAMACPP_PYTHON, else .venv-llamacpp
-    startup_timeout_s: float = Field(default=300, gt=0)
 
 
 class Variant(Strict):

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from core.recipe import LlamaCpp, Recipe, RecipeError
+from core.recipe import Recipe, RecipeError
+from core.recipe_servers import LlamaCpp
 from perf.engines.endpoint import EndpointProblem, probe
 from perf.engines.llamacpp import resolve_llamacpp_python
 from quant.models import ModelNotFound, find_gguf
