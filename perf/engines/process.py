@@ -13,6 +13,7 @@ from pathlib import Path
 
 import psutil
 
+from perf.engines.gpus import nvidia_smi
 from perf.engines.lifeline import ORPHAN_SWEEP_S, REARGUARD_TITLE, end_orphans, lifeline_argv, remove_unmapped
 
 
@@ -187,18 +188,9 @@ def parse_gpu_apps(csv_text: str) -> dict[int, int]:
     return used
 
 
-def _nvidia_smi(*query: str) -> str | None:
-    try:
-        out = subprocess.run(["nvidia-smi", *query, "--format=csv,noheader,nounits"], capture_output=True,
-                             text=True, timeout=10)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return out.stdout if out.returncode == 0 else None
-
-
 def gpu_used_bytes() -> int | None:
     """Device memory in use on all NVIDIA GPUs together (by anyone); None without nvidia-smi."""
-    out = _nvidia_smi("--query-gpu=memory.used")
+    out = nvidia_smi("--query-gpu=memory.used")
     if out is None:
         return None
     mib = [int(v) for v in out.split() if v.strip().isdigit()]
@@ -211,7 +203,7 @@ def tree_gpu_bytes(pid: int, used_before: int | None = None) -> int | None:
     Where nvidia-smi lists no process of ours (a container with its own PID namespace lists none or
     foreign PIDs), falls back to the growth of the GPUs' used memory since `used_before`, read before the
     tree started: right as long as nothing else allocates on those GPUs meanwhile."""
-    out = _nvidia_smi("--query-compute-apps=pid,used_memory")
+    out = nvidia_smi("--query-compute-apps=pid,used_memory")
     if out is None:
         return None
     used = parse_gpu_apps(out)

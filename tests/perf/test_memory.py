@@ -32,10 +32,10 @@ def test_gpu_memory_by_pid_else_by_growth(monkeypatch):
 
     from perf.engines import process
     answers = {"--query-compute-apps=pid,used_memory": f"{os.getpid()}, 4614\n", "--query-gpu=memory.used": "9000\n"}
-    monkeypatch.setattr(process, "_nvidia_smi", lambda query: answers[query])
+    monkeypatch.setattr(process, "nvidia_smi", lambda query: answers[query])
     assert process.tree_gpu_bytes(os.getpid(), used_before=4 << 20) == 4614 << 20
     answers["--query-compute-apps=pid,used_memory"] = "1, 4614\n"          # PIDs that are not ours
     assert process.tree_gpu_bytes(os.getpid(), used_before=4 << 20) == (9000 << 20) - (4 << 20)
     assert process.tree_gpu_bytes(os.getpid()) is None                      # no reading from before the start
-    monkeypatch.setattr(process, "_nvidia_smi", lambda query: None)        # no nvidia-smi
+    monkeypatch.setattr(process, "nvidia_smi", lambda query: None)        # no nvidia-smi
     assert process.tree_gpu_bytes(os.getpid(), used_before=0) is None and process.gpu_used_bytes() is None
