@@ -38,6 +38,7 @@ class LlamaCppServer(VLLMServer):
     srv.base_url, on its own random port on 127.0.0.1; stopped (its whole tree) on leaving the block."""
 
     text_prompts = True   # its completions take text prompts, not token ids
+    health_path = None    # no /health: ready once it lists its model
     headers: dict[str, str] = {}
 
     def __init__(self, gguf: Path, *, python: str, served_name: str, args: dict[str, Any], log_path: Path,
@@ -59,27 +60,3 @@ class LlamaCppServer(VLLMServer):
     @property
     def command(self) -> list[str]:
         return [*self.deploy_command, "--host", HOST, "--port", str(self.port)]
-
-    def _healthy(self) -> bool:
-        import httpx
-
-        if "lifeline: " in self._log_tail():
-            return False
-        try:
-            return httpx.get(f"{self.base_url}/v1/models", timeout=2.0, trust_env=False).status_code == 200
-        except httpx.HTTPError:
-            return False
-
-    def _log_tail(self) -> str:
-        from perf.engines.process import log_since
-        return log_since(self.log_path, self._log_start)
-
-    def _ready(self, client) -> bool:
-        import httpx
-
-        try:   # no /health: ready once it lists its model
-            models = client.get(f"{self.base_url}/v1/models")
-            return models.status_code == 200 and any(
-                m.get("id") == self.served_name for m in models.json().get("data", []))
-        except (httpx.HTTPError, ValueError):
-            return False

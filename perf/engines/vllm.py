@@ -180,6 +180,8 @@ class VLLMServer:
     If this process dies without any of that (SIGKILL), the lifeline kills the tree within a fraction of
     a second and removes the shared memory it leaves."""
 
+    health_path: str | None = "/health"   # None: the server has none, and listing its model is its health
+
     def __init__(self, model_path: Path, *, python: str, served_name: str, args: dict[str, Any],
                  env: dict[str, str], startup_timeout_s: float, log_path: Path, dtype: str = "bfloat16",
                  stop_grace_s: float = 15.0, engine_core_nice: int | None = None, device: str | None = None):
@@ -300,13 +302,14 @@ class VLLMServer:
         return f"{what}; last lines of {self.log_path.name}: " + " | ".join(last_lines(text))
 
     def _healthy(self) -> bool:
-        """No death noted by the lifeline (the tree then ends within its grace) and /health answers 200."""
+        """No death noted by the lifeline (the tree then ends within its grace) and its health answers 200."""
         import httpx
 
         if "lifeline: " in log_since(self.log_path, self._log_start):
             return False
         try:
-            return httpx.get(f"{self.base_url}/health", timeout=2.0, trust_env=False).status_code == 200
+            url = f"{self.base_url}{self.health_path or '/v1/models'}"
+            return httpx.get(url, timeout=2.0, trust_env=False).status_code == 200
         except httpx.HTTPError:
             return False
 
@@ -358,7 +361,7 @@ class VLLMServer:
         import httpx
 
         try:
-            if client.get(f"{self.base_url}/health").status_code != 200:
+            if self.health_path and client.get(f"{self.base_url}{self.health_path}").status_code != 200:
                 return False
             models = client.get(f"{self.base_url}/v1/models")
             return models.status_code == 200 and any(
