@@ -8,8 +8,10 @@ cleanup code having to run:
   that started it exits);
 - it is a child subreaper, so descendants whose own parent died stay in its tree instead of moving to
   init, and it kills every one of them;
-- the command gets PR_SET_PDEATHSIG=SIGKILL tied to this single-threaded launcher and leads a process group
-  of its own, which its descendants inherit. If the launcher itself is SIGKILLed (a supervisor such as Ray
+- the command gets PR_SET_PDEATHSIG=SIGKILL tied to this single-threaded launcher and leads a session (and
+  so a process group, and where Linux has them an autogroup) of its own, which its descendants inherit: a
+  command started at a lowered priority keeps it against the other sessions (a niceness counts only within
+  its autogroup; see perf.engines.process.keep_low_priority_across_sessions). If the launcher itself is SIGKILLed (a supervisor such as Ray
   kills the processes it started), the command dies with it but vLLM's engine core and workers, which set
   no death signal, move to init and live on; a rearguard process, forked first and outside that group,
   waits on a pipe from the launcher and, if the launcher ends without saying its tree is gone, SIGKILLs
@@ -175,28 +177,28 @@ def start_time(pid: int) -> str | None:
     return fields[19] if fields and len(fields) > 19 else None
 
 
-def group_members(pgid: int, sid: int) -> list[int]:
-    """The running (not zombie) processes of process group pgid in session sid (a group's number is not reused
-    while it has members; the session makes sure it is still this tree's)."""
+def group_members(group: int) -> list[int]:
+    """The running (not zombie) processes of a tree's process group, in the session its command leads (a
+    group's number is not reused while it has members; the session makes sure it is still this tree's)."""
     found = []
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             fields = _stat(int(entry))
-            if fields and fields[2:4] == [str(pgid), str(sid)] and fields[0] not in "ZX":
+            if fields and fields[2:4] == [str(group), str(group)] and fields[0] not in "ZX":
                 found.append(int(entry))
     return found
 
 
-def end_orphans(group: int | None, sid: int, noted: dict[int, str] | None = None,
+def end_orphans(group: int | None, noted: dict[int, str] | None = None,
                 timeout_s: float = ORPHAN_SWEEP_S) -> tuple[set[int], set[str]]:
-    """SIGKILL what is left of a tree whose launcher is gone: the processes of its process group `group` (in
-    session `sid`), those of `noted` (pid -> start time) still running, and the descendants of all of them,
-    until none is left (a dying process may still have forked) or timeout_s has passed; then wait for them to
-    end (their shared memory is unmapped with them). Returns the pids ended and the /dev/shm segments they
-    mapped."""
+    """SIGKILL what is left of a tree whose launcher is gone: the processes of its process group `group` (the
+    session its command leads), those of `noted` (pid -> start time) still running, and the descendants of all
+    of them, until none is left (a dying process may still have forked) or timeout_s has passed; then wait for
+    them to end (their shared memory is unmapped with them). Returns the pids ended and the /dev/shm segments
+    they mapped."""
     deadline, me, ended, shm = time.monotonic() + timeout_s, os.getpid(), set(), set()
     while time.monotonic() < deadline:
-        found = set(group_members(group, sid)) if group else set()
+        found = set(group_members(group)) if group else set()
         found |= {p for p, started in (noted or {}).items() if start_time(p) == started and _ended(p) is None}
         for p in list(found):
             found |= set(descendants(p))
@@ -231,7 +233,7 @@ def rearguard(notes: int) -> None:
                 shm.add(line.decode(errors="replace"))
     if done:
         return
-    ended, mapped = end_orphans(group, os.getsid(0), noted)   # the launcher's session
+    ended, mapped = end_orphans(group, noted)
     remove_unmapped(shm | mapped)
     if ended:
         _say(f"the launcher was killed; ended {len(ended)} orphaned process(es) of its tree")
@@ -275,23 +277,26 @@ class Watchdog:
         return [p for p in descendants(self.me) if p != self.rearguard]
 
     def _start(self) -> int:
+        exec_read, exec_write = os.pipe()   # closed in the child by its exec (close-on-exec) or its exit
         pid = os.fork()
         if pid == 0:
             try:
+                os.close(exec_read)
                 _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
                 if os.getppid() != self.me:   # the launcher died before the line above
                     os._exit(1)
-                os.setpgid(0, 0)   # the tree's process group (its descendants inherit it)
+                os.setsid()   # the tree's session and process group (its descendants inherit both)
                 for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
                     signal.signal(sig, signal.SIG_DFL)
                 os.execvp(self.argv[0], self.argv)
             except BaseException as exc:   # noqa: BLE001 - the child must never return into the watchdog
                 os.write(2, f"lifeline: cannot run {self.argv[0]}: {exc}\n".encode())
             os._exit(127)
-        try:
-            os.setpgid(pid, pid)   # also here: whichever of the two runs first, the group exists from now on
-        except OSError:   # the child has exec'd (and so set it) or is gone
-            pass
+        # Only the child can make itself a session leader (setsid fails in a process group leader, so the
+        # launcher cannot set its group for it): the group exists once the child has exec'd.
+        os.close(exec_write)
+        os.read(exec_read, 1)
+        os.close(exec_read)
         self._note(f"group {pid}")
         return pid
 

@@ -49,10 +49,9 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 @dataclass(frozen=True)
 class Tree:
-    """What a lifeline started: `group` is the command's pid and the process group its descendants stay in;
-    `rearguard` the process that ends them if the lifeline itself is killed (perf/engines/lifeline.py)."""
+    """What a lifeline started: `group` is the command's pid, and the session and process group its descendants
+    stay in; `rearguard` the process that ends them if the lifeline itself is killed (perf/engines/lifeline.py)."""
     group: int
-    session: int
     rearguard: psutil.Process
 
 
@@ -89,7 +88,7 @@ def _tree_of(lifeline: subprocess.Popen, timeout_s: float = 10.0) -> Tree | None
         except (psutil.Error, ProcessLookupError):   # a child ended meanwhile: look again
             continue
         if guards and commands:
-            return Tree(commands[0].pid, os.getsid(lifeline.pid), guards[0])
+            return Tree(commands[0].pid, guards[0])
         time.sleep(0.005)
     return None
 
@@ -155,13 +154,15 @@ def keep_low_priority_across_sessions() -> bool:
     """Where the kernel shares the CPU between sessions first (Linux's autogroup), a niceness only orders a
     process within its own session: a build at nice 19 in the sweep's session still takes half the CPU from a
     server in a session of its own. A process started at a lowered priority calls this to lead a session, and
-    so an autogroup, of its own at that niceness. Returns whether it did: not at normal priority, without
-    autogroup, or where it cannot leave its session."""
+    so an autogroup, of its own at that niceness (a command a lifeline started leads one already: its
+    autogroup's niceness is set). Returns whether it did: not at normal priority, without autogroup, or where
+    it cannot lead a session (a process group leader that is not one cannot)."""
     nice = os.getpriority(os.PRIO_PROCESS, 0)
     if nice <= 0 or not AUTOGROUP.exists():
         return False
     try:
-        os.setsid()
+        if os.getsid(0) != os.getpid():
+            os.setsid()
         AUTOGROUP.write_text(str(nice))
     except OSError:
         return False
@@ -252,7 +253,7 @@ def stop_group(proc: subprocess.Popen, grace_s: float = 15.0) -> None:
         pass
     tree = proc.tree if isinstance(proc, Tied) else None
     if tree is not None:
-        _, shm = end_orphans(tree.group, tree.session)
+        _, shm = end_orphans(tree.group)
         remove_unmapped(shm)
         _wait_gone(tree.rearguard, ORPHAN_SWEEP_S + 5)
 

@@ -189,7 +189,7 @@ def test_a_build_the_sweep_waits_for_is_raised_back_to_the_sweeps_priority(tmp_p
     """The priority inversion: a turn that waits on a build at nice 19 would wait behind every other process
     of the host. Here (root) Linux lets the sweep raise it back."""
     r = recipe({"name": "a", **Q})
-    builds = Builds(tmp_path, seconds=2)
+    builds = Builds(tmp_path, seconds=8)   # alive until looked at, on a loaded machine too (Python starts slowly)
     reporter = Lines()
     ahead = QuantizeAhead(Context(r, reporter, {"device": "cpu"}, tmp_path), r.variants[1:], builds)
     try:
@@ -216,7 +216,7 @@ def test_where_linux_refuses_to_raise_a_priority_the_build_stays_low_and_the_log
 
     os_setpriority = os.setpriority
     r = recipe({"name": "a", **Q})
-    builds = Builds(tmp_path, seconds=1.5)
+    builds = Builds(tmp_path, seconds=8)
     reporter = Lines()
     monkeypatch.setattr(ahead_module.os, "setpriority", refuse)
     ahead = QuantizeAhead(Context(r, reporter, {"device": "cpu"}, tmp_path), r.variants[1:], builds)

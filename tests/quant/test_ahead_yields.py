@@ -1,0 +1,92 @@
+"""A quantizer built ahead yields to the served variant beside it: the scheduling state that makes it yield is
+read off the real processes (no timing). The quantizer is the quantize stage's own child (`python -m quantize`
+behind its lifeline, as the sweep starts it); the served variant is a command behind a lifeline as vLLM is.
+
+Every thread of the quantizer (its supervisor and the worker that imports torch) runs at nice 19; where Linux
+shares the CPU between autogroups first, the quantizer leads an autogroup of its own at nice 19, apart from the
+sweep's and the engine's (a niceness counts only within its autogroup: a nice-19 build in a group at nice 0
+takes an equal share of the CPU from the engine's group)."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from core.recipe import Calibration, Variant
+from perf.engines.process import AUTOGROUP, process_tree, spawn, stop_group
+from quant.ahead import LIFELINE, NICE, QuantizeAhead
+from quant.progress import Reporter
+from quantize.child_process import QUANTIZER_ENV, quantize_in_subprocess
+from tests.helpers import DEMO_MODEL
+from tests.quant.test_quantize_ahead import Context, recipe
+
+pytestmark = pytest.mark.slow
+
+VARIANT = {"name": "w4a16-gptq", "scheme": "W4A16", "algorithm": "gptq", "ignore": ["lm_head"]}
+
+
+def autogroup(pid: int) -> str:
+    """`/autogroup-N nice K` (empty in the kernel's root task group)."""
+    return Path(f"/proc/{pid}/autogroup").read_text().strip()
+
+
+def quantizer_tree(timeout_s: float = 120) -> list[psutil.Process]:
+    """The running quantizer's processes once its worker (`--in-process`) has started its threads."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        tree = [p for p in psutil.Process().children(recursive=True) if _is_quantizer(p)]
+        workers = [p for p in tree if "--in-process" in _cmdline(p)]
+        if workers and workers[0].num_threads() > 1:
+            return tree
+        time.sleep(0.2)
+    raise AssertionError("the quantizer's worker never started")
+
+
+def _is_quantizer(p: psutil.Process) -> bool:
+    """`python -m quantize` and its worker; not the lifeline that watches them (it sleeps between polls)."""
+    try:
+        return bool(p.environ().get(QUANTIZER_ENV)) and LIFELINE not in _cmdline(p)[:4]
+    except psutil.Error:
+        return False
+
+
+def _cmdline(p: psutil.Process) -> list[str]:
+    try:
+        return p.cmdline()
+    except psutil.Error:
+        return []
+
+
+def test_a_quantizer_built_ahead_beside_a_served_variant_yields_to_it(tmp_path):
+    served = spawn([sys.executable, "-c", "import time; time.sleep(300)"], dict(os.environ), tmp_path / "server.log")
+    r = recipe(VARIANT)
+    variant = Variant.model_validate(VARIANT)
+
+    def build(ctx, v):
+        return quantize_in_subprocess(DEMO_MODEL, v, Calibration(num_samples=8, max_seq_length=64),
+                                      tmp_path / "checkpoint", log_path=tmp_path / "quantize.log")
+
+    ahead = QuantizeAhead(Context(r, Reporter(quiet=True), {"device": "cpu"}, tmp_path), [variant], build)
+    try:
+        tree = quantizer_tree()
+        engine = process_tree(served.pid)[1:]   # the lifeline's command and what it started
+        for proc in tree:
+            threads = {t.id: os.getpriority(os.PRIO_PROCESS, t.id) for t in proc.threads()}
+            assert set(threads.values()) == {NICE}, (proc.cmdline()[:4], threads)
+        if not AUTOGROUP.exists():
+            return   # no autogroup on this kernel: niceness alone orders the threads
+        mine = autogroup(os.getpid())
+        for proc in tree:
+            group = autogroup(proc.pid)
+            assert group.endswith(f"nice {NICE}") and group != mine, (proc.cmdline()[:4], group, mine)
+        for proc in engine:
+            group = autogroup(proc.pid)
+            assert group.endswith("nice 0") and group not in {autogroup(p.pid) for p in tree}, group
+    finally:
+        ahead.close()
+        stop_group(served, grace_s=1)
