@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -217,6 +218,7 @@ def main() -> None:
     parser.add_argument("--ahead", nargs="+", choices=("on", "off"),
                         help="sweep once per execution.quantize_ahead setting, in this order (default: the recipe's)")
     args = parser.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))   # killed: the recipe copy is still removed
     work = args.work or Path(tempfile.mkdtemp(prefix="sweep-time-"))
     measured = []
     runs = [(c, a) for c in (args.checkout or [REPO]) for a in (args.ahead or [None])]
