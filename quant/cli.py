@@ -177,7 +177,9 @@ def cmd_choose(args) -> int:
     from reports import choose_output
     from reports.choose import (ChooseError, choose, deploy_command, engine_label, export_command, parse_slo,
                                 recipe_max_drop)
+    from core.results import Results
     from reports.gate import GateInputError, load_side
+    from reports.summary import blocked_variants, gate_lines
     from reports.table import tasks_of
 
     try:
@@ -185,7 +187,9 @@ def cmd_choose(args) -> int:
         slos = [parse_slo(s) for s in args.slo]
         tasks = args.task or tasks_of(results)
         max_drop = recipe_max_drop(results, tasks, args.max_drop)
-        choices, shared = choose(results, tasks, max_drop, slos, args.objective)
+        _, gates = gate_lines(Results.of(results), results.get("_run_dir"))
+        choices, shared = choose(results, tasks, max_drop, slos, args.objective, blocked_variants(gates),
+                                 args.exclude_blocked)
     except (GateInputError, ChooseError) as exc:
         return fail(args, str(exc))
     commands = {t: deploy_command(results, c.variant) for t, c in choices.items() if c}

@@ -137,6 +137,9 @@ def build(handlers: dict[str, Callable], version: str) -> argparse.ArgumentParse
                    "memory, or dollars per million output tokens (default throughput)")
     c.add_argument("--max-drop", type=float, help="allowed absolute accuracy drop (default: the run's recipe "
                    "gates, per task, as `quant gate` reads them)")
+    c.add_argument("--exclude-blocked", action="store_true", help="never pick a variant the recipe's gate blocks "
+                   "(a regression on any task, or one that cannot be deployed); by default such a variant may be "
+                   "picked for another task and is named as blocked")
     c.add_argument("--json", metavar="FILE", help=JSON_HELP.format(what="the choices"))
 
     e = _command(sub, "export", "the variant as a self-contained folder with a model card, to serve or push to "
