@@ -145,9 +145,13 @@ def cmd_gate(args) -> int:
     from reports.gate_rules import EXIT
     from reports.gate_run import run_gate
 
+    history = None
+    if args.perf_history is not None:
+        from quant.history import earlier_perf
+        history = (earlier_perf, args.perf_history)
     try:
         run = run_gate(args.baseline, args.candidate, args.policy, args.rule, args.allow_partial_overlap,
-                       args.allow_undeployable, args.allow_foreign_load)
+                       args.allow_undeployable, args.allow_foreign_load, history)
     except GateInputError as exc:
         return fail(args, str(exc))
     outputs = ((args.junit, render.as_junit), (args.markdown, render.as_markdown), (args.json, render.as_json))
@@ -257,9 +261,13 @@ def cmd_report(args) -> int:
 
 
 def cmd_history(args) -> int:
-    from quant.history import db_path, runs
-    from reports.history_output import runs_table
+    from quant.history import db_path, perf_over_time, runs
+    from reports.history_output import perf_table, runs_table
 
+    if args.variant:
+        rows = perf_over_time(args.variant, args.recipe)[-args.limit:]
+        print(perf_table(args.variant, rows) if rows else f"no recorded run of {args.variant} has perf in {db_path()}")
+        return exit_codes.OK
     rows = runs(args.limit, args.recipe)
     print(runs_table(rows) if rows else f"no runs recorded yet in {db_path()}")
     return exit_codes.OK
