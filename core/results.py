@@ -260,6 +260,7 @@ class VariantRecord(Record):
     eval_backend: StrictStr | None = None
     ran_on: RanOn | None = None
     endpoint: dict[str, Any] | None = None   # an endpoint variant: what its probe found (perf/engines/endpoint.py)
+    engine_warnings: list[StrictStr] = []   # the engine's warnings that change what is measured (a fallback kernel)
     # What this engine could not measure, with why: {"tasks": {task: why}, "kl": {task: why}, "memory": {...}}
     not_measurable: dict[str, dict[str, StrictStr]] | None = None
 
