@@ -247,6 +247,8 @@ def cmd_report(args) -> int:
         results = read_results(results_path)
     except (ResultsError, RemoteError) as exc:
         return fail(args, str(exc))
+    from quant.history import write_perf_history
+    write_perf_history(results_path.parent, results)
     for written in render_all(results_path.parent, results):
         if location:
             location.remote.upload_file(written, written.relative_to(location.local).as_posix())

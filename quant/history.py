@@ -141,3 +141,33 @@ def perf_over_time(variant: str, recipe: str | None = None) -> list[dict]:
             _, ci, repeats = headline_figure(results.variants[variant], "output_tokens_per_s")
             rows.append(entry | {"run_id": run_id, "ci95": ci, "repeats": repeats})
     return rows
+
+
+def write_perf_history(out: Path, results: Results | dict, window: int = 20) -> Path | None:
+    """perf-history.json in the run directory, for report.html's plot: per variant with earlier runs of the
+    same perf identity in the history, those runs (the last `window`) and this one; removed where none has
+    any. A history that cannot be read leaves the report without the plot."""
+    from core.run_layout import RunLayout
+    from reports.perf_history import perf_entry
+    from reports.table import headline_figure
+
+    results = Results.of(results)
+    path = RunLayout(Path(out)).perf_history
+    series = {}
+    try:
+        for name, v in results.variants.items():
+            entry = perf_entry(results, name)
+            if entry is None or not results.started:
+                continue
+            earlier = earlier_perf(entry["identity"], results.started, window)
+            if earlier:
+                ci = headline_figure(v, "output_tokens_per_s")[1]
+                series[name] = [{k: e[k] for k in ("started", "version", "tok_s", "foreign")} for e in earlier] \
+                    + [{k: entry[k] for k in ("started", "version", "tok_s", "foreign")} | {"ci95": ci}]
+    except (OSError, sqlite3.Error):
+        series = {}
+    if not series:
+        path.unlink(missing_ok=True)
+        return None
+    path.write_text(json.dumps(series, indent=1))
+    return path

@@ -180,7 +180,10 @@ def _note_sources(ctx: SweepContext, results: dict, code_tasks: dict[str, str]) 
 
 
 def _report(ctx: SweepContext, results: dict) -> None:
+    from quant.history import write_perf_history
+
     out = ctx.out
+    write_perf_history(out, results)   # earlier runs of the same variants, for report.html's plot
     written = render_all(out, results)
     _publish(ctx, *written)
     top = [p.name for p in written if p.parent == out]

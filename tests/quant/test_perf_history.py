@@ -86,3 +86,20 @@ def test_history_shows_a_variants_perf_over_time(seeded, capsys):
     assert main(["history", "--variant", "q"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert len(out) == 2 + 6 and "0.31.0" in out[2] and "0.32.0" in out[-1] and " 850 " in out[-1] and "x3" in out[-1]
+
+
+def test_report_html_plots_the_perf_history_where_it_exists(seeded):
+    from core.run_layout import RunLayout
+    from reports.render import render_all
+
+    runs, tmp_path = seeded
+    slow = _run(tmp_path, 5, 850, "0.32.0")
+    doc = json.loads(RunLayout(slow).results.read_text())
+    assert history.write_perf_history(slow, doc) == RunLayout(slow).perf_history
+    series = json.loads(RunLayout(slow).perf_history.read_text())
+    assert [r["tok_s"] for r in series["q"]][-2:] == [1004, 850] and len(series["q"]) == 6
+    written = render_all(slow, doc)
+    assert RunLayout(slow).perf_history_png in written
+    assert "Performance over time" in RunLayout(slow).report_html.read_text()
+    first = tmp_path / "run0"
+    assert history.write_perf_history(first, json.loads(RunLayout(first).results.read_text())) is None
