@@ -10,7 +10,8 @@
    re-runs the rule decides (the gate says 80%).
 3. Graded scores (the paired t, and the gate's interval for scores within [0, 1]: the t with its end away
    from 0 at least the changed items' Bernoulli bound) and grouped items (the paired cluster interval, and the
-   gate's: never narrower than the items' own) by simulation, beside a percentile bootstrap; 4. throughput ratios from repeated runs (Welch t on log tokens/s).
+   gate's: never narrower than the items' own) by simulation, beside a percentile bootstrap; 4. throughput
+   ratios from repeated runs (Welch t on log tokens/s).
 
 Usage: python benchmarks/interval_coverage.py [--sims 4000] [--full] [--only binary|fine|items|graded|grouped|ratio]
 (--full: every cell of the 0/1 grid; --only: that section alone)
@@ -376,7 +377,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sims", type=int, default=4000)
     ap.add_argument("--full", action="store_true", help="print every cell of the 0/1 grid")
-    ap.add_argument("--only", choices=("binary", "fine", "items", "graded", "grouped", "ratio"), help="that section alone")
+    ap.add_argument("--only", choices=("binary", "fine", "items", "graded", "grouped", "ratio"),
+                    help="that section alone")
     args = ap.parse_args()
     rng = np.random.default_rng(0)
     start = time.perf_counter()
