@@ -62,10 +62,10 @@ def headline_summary(variant: VariantRecord) -> dict | None:
     points = headline_points(variant)
     if not points:
         return None
-    for workload in variant.perf.values():
-        for level in workload.levels:
-            if level.concurrency == points[0].concurrency and level.repeats == len(points):
-                return level.dump()
+    workload = next(w for w in variant.perf.values() if any(p is points[0] for p in w.points))
+    for level in workload.levels:
+        if level.concurrency == points[0].concurrency and level.repeats == len(points):
+            return level.dump()
     return summarise_level([p.dump() for p in points])
 
 
