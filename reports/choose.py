@@ -86,6 +86,7 @@ class Choice:
     foreign: float | None = None    # cores other processes took at a headline run measured under foreign load
     memory: float = float("inf")    # bytes for one sequence (weights and its KV cache): the last tie-break
     why: str = ""                   # what decided it: speed (or cost, latency), a tie-break, or memory
+    accuracy_ci: tuple[float, float] | None = None   # the task score's 95% interval
     blocked: str | None = None      # the gate blocks it (on some task): why
 
 
@@ -137,7 +138,8 @@ def candidates(results: Results, task: str, max_drop: float, slos: list[LatencyL
             score = tok_s if objective == "throughput" else _cost_of(results, name, tok_s)
         ok.append(Choice(task, name, acc.value, drop, tok_s, point.concurrency, v.checkpoint, score,
                          score_ci=_interval(results, name, v, objective), foreign=foreign_cores(v),
-                         memory=bytes_per_sequence(v) if v.size_bytes else float("inf")))
+                         memory=bytes_per_sequence(v) if v.size_bytes else float("inf"),
+                         accuracy_ci=tuple(acc.ci95) if acc.ci95 else None))
     return ok, rejected
 
 
@@ -160,19 +162,28 @@ def _figure(c: Choice, objective: str) -> str:
     return f"{c.variant} {c.score:{fmt}} [{low:{fmt}}, {high:{fmt}}{how}] {unit}"
 
 
+def _accuracy_overlaps(a: Choice, b: Choice) -> bool:
+    """Whether two scores' 95% intervals overlap (equal scores where either has none)."""
+    if a.accuracy_ci is None or b.accuracy_ci is None:
+        return abs(a.drop - b.drop) <= MARGIN_TOLERANCE
+    return a.accuracy_ci[0] <= b.accuracy_ci[1] and b.accuracy_ci[0] <= a.accuracy_ci[1]
+
+
 def _tie_break(tied: list[Choice], because: str) -> Choice:
-    """Among candidates speed cannot tell apart: the smallest accuracy drop, then the least memory."""
-    best_drop = min(c.drop for c in tied)
-    close = [c for c in tied if c.drop <= best_drop + MARGIN_TOLERANCE]
-    others = ", ".join(f"{c.variant} {c.accuracy:.3f} (drop {c.drop:+.3f})" for c in tied)
+    """Among candidates speed cannot tell apart: the smallest accuracy drop where the scores' intervals
+    separate it from the rest, else the least memory among those they do not."""
+    best = min(tied, key=lambda c: c.drop)
+    close = [c for c in tied if c is best or _accuracy_overlaps(c, best)]
+    others = ", ".join(f"{c.variant} {c.accuracy:.3f}" + (f" [{c.accuracy_ci[0]:.3f}, {c.accuracy_ci[1]:.3f}]"
+                                                          if c.accuracy_ci else "") + f" (drop {c.drop:+.3f})"
+                       for c in tied)
     if len(close) == 1:
-        pick = close[0]
-        pick.why = f"{because}; decided by accuracy: {others}"
-        return pick
+        best.why = f"{because}; decided by accuracy, beyond the others' 95% intervals: {others}"
+        return best
     pick = min(close, key=lambda c: c.memory)
     sizes = ", ".join(f"{c.variant} {c.memory / 1e6:.1f} MB" for c in close)
-    pick.why = (f"{because}; accuracy tied ({others}); decided by memory for one sequence (weights and its KV "
-                f"cache): {sizes}")
+    pick.why = (f"{because}; accuracy tied (95% intervals overlap: {others}); decided by memory for one sequence "
+                f"(weights and its KV cache): {sizes}")
     return pick
 
 

@@ -13,13 +13,14 @@ LOAD = HostLoad(wall_s=10, cpus=2, host_busy_cpu_s=18, own_cpu_s=10, foreign_cpu
                 loadavg_1m=2.5, limit_cores=0.5, foreign_load=True).dump()
 
 
-def _variant(acc: dict[str, float], runs: list[float], size: int = 1, loaded: bool = False) -> dict:
-    """Served, scored `acc`; its headline level run once per value of `runs` (output tok/s)."""
+def _variant(acc: dict[str, float], runs: list[float], size: int = 1, loaded: bool = False,
+             half_width: float = 0.005) -> dict:
+    """Served, scored `acc` (95% intervals +-half_width); its headline level run once per value of `runs`."""
     points = [perf_point(tok_s, concurrency=8, **({"repeat": i} if i else {}), **({"host_load": LOAD} if loaded
                                                                                  else {}))
               for i, tok_s in enumerate(runs)]
     return VariantRecord(status="ok", checkpoint="/ckpt", size_bytes=size,
-                         accuracy={t: accuracy(v) for t, v in acc.items()},
+                         accuracy={t: accuracy(v, half_width=half_width) for t, v in acc.items()},
                          perf={"w": WorkloadResult(points=points)}).dump()
 
 
@@ -38,10 +39,10 @@ def test_a_speed_difference_beyond_both_intervals_decides():
 def test_overlapping_intervals_are_a_tie_that_accuracy_breaks():
     """1000 against 989 tok/s, each noisy: tied; the more accurate variant wins and the line says so."""
     c = _pick({"bf16": _variant({"code": 0.99}, [989, 940, 1030]),
-               "canary": _variant({"code": 0.98}, [1000, 950, 1045])})
+               "canary": _variant({"code": 0.97}, [1000, 950, 1045])})
     assert c.variant == "bf16"
     assert "throughput tied (95% intervals overlap" in c.why and "decided by accuracy" in c.why
-    assert "canary 1000 [" in c.why and "bf16 0.990 (drop +0.000)" in c.why
+    assert "canary 1000 [" in c.why and "bf16 0.990 [0.985, 0.995] (drop +0.000)" in c.why
 
 
 def test_one_run_without_an_interval_counts_as_the_noise_band():
@@ -50,10 +51,12 @@ def test_one_run_without_an_interval_counts_as_the_noise_band():
 
 
 def test_a_tie_in_speed_and_accuracy_goes_to_memory():
-    c = _pick({"bf16": _variant({"code": 0.98}, [990, 960, 1010], size=2_000_000),
-               "w4": _variant({"code": 0.98}, [1000, 970, 1020], size=500_000),
-               "w8": _variant({"code": 0.98}, [995, 965, 1015], size=1_000_000)})
-    assert c.variant == "w4" and "decided by memory" in c.why and "w4 0.5 MB" in c.why
+    """One item more or less is no accuracy difference: scores whose intervals overlap are tied too."""
+    c = _pick({"bf16": _variant({"code": 0.980}, [990, 960, 1010], size=2_000_000, half_width=0.02),
+               "w4": _variant({"code": 0.976}, [1000, 970, 1020], size=500_000, half_width=0.02),
+               "w8": _variant({"code": 0.984}, [995, 965, 1015], size=1_000_000, half_width=0.02)})
+    assert c.variant == "w4" and "accuracy tied (95% intervals overlap" in c.why
+    assert "decided by memory" in c.why and "w4 0.5 MB" in c.why
 
 
 def test_perf_under_foreign_load_never_ranks_by_speed():
