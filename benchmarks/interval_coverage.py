@@ -4,14 +4,16 @@
    finds no difference: evals/paired_binary.py) against Tango's alone, Bonett-Price's adjusted Wald,
    Newcombe's hybrid score (method 10), the Wald interval and the product of two Clopper-Pearson intervals.
    Coverage is exact (a sum over every count of lost and gained items with its trinomial chance), except
-   Newcombe's, which also needs the items both sides got right: simulated, 20,000 tables per cell.
+   Newcombe's, which also needs the items both sides got right: simulated, 20,000 tables per cell. Then
+   (1b) the exact methods on a finer one-sided grid: every n 30..500, P(lost) 0.005..0.4 in steps of 0.005.
 2. "~N items would decide it": at the items the gate names for an inconclusive check, the share of simulated
    re-runs the rule decides (the gate says 80%).
 3. Graded scores (the paired t, and the gate's interval for scores within [0, 1]: the t with its end away
-   from 0 at least the changed items' Bernoulli bound) and grouped items (the paired cluster interval) by
-   simulation, beside a percentile bootstrap; 4. throughput ratios from repeated runs (Welch t on log tokens/s).
+   from 0 at least the changed items' Bernoulli bound) and grouped items (the paired cluster interval, and the
+   gate's: never narrower than the items' own) by simulation, beside a percentile bootstrap; 4. throughput
+   ratios from repeated runs (Welch t on log tokens/s).
 
-Usage: python benchmarks/interval_coverage.py [--sims 4000] [--full] [--only binary|items|graded|grouped|ratio]
+Usage: python benchmarks/interval_coverage.py [--sims 4000] [--full] [--only binary|fine|items|graded|grouped|ratio]
 (--full: every cell of the 0/1 grid; --only: that section alone)
 """
 
@@ -35,6 +37,7 @@ ISSUE_CELLS = [(132, 0.15, 0.10), (132, 0.05, 0.05), (200, 0.12, 0.12), (100, 0.
 GRID_N = (30, 50, 100, 132, 200, 500, 1000, 2000)
 GRID_FLIPS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.4)       # share of items that flip either way
 GRID_LOST_SHARE = (0.5, 0.65, 0.8, 1.0)               # of the flips, the share lost
+FINE_N, FINE_STEP, FINE_MAX_LOST = (30, 500), 0.005, 0.4
 
 
 # --- reference intervals for (gained - lost) / n, vectorised over counts ------------------------------------
@@ -60,14 +63,18 @@ def _wilson(k, n):
 
 
 def newcombe(both, lost, gained, neither):
-    """Newcombe (1998) method 10: Wilson intervals of the two sides' scores, combined with their correlation."""
+    """Newcombe (1998) method 10: Wilson intervals of the two sides' scores, combined with their correlation
+    phi, continuity-corrected as Newcombe's paper does (AD - BC less N/2, not below 0, where AD > BC). On his
+    and Fagerland, Lydersen & Laake's example (59, 6, 16, 80) it gives the published -0.1186..-0.0046."""
     n = both + lost + gained + neither
     p_base, p_cand = (both + lost) / n, (both + gained) / n
     lb, ub = _wilson(both + lost, n)
     lc, uc = _wilson(both + gained, n)
     denom = (both + lost) * (gained + neither) * (both + gained) * (lost + neither)
+    cross = both * neither - lost * gained
+    cross = np.where(cross > 0, np.maximum(cross - n / 2, 0), cross)
     with np.errstate(invalid="ignore", divide="ignore"):
-        phi = np.where(denom > 0, (both * neither - lost * gained) / np.sqrt(np.maximum(denom, 1)), 0.0)
+        phi = np.where(denom > 0, cross / np.sqrt(np.maximum(denom, 1)), 0.0)
     d = p_cand - p_base
     below = np.sqrt(np.maximum((p_cand - lc) ** 2 - 2 * phi * (p_cand - lc) * (ub - p_base) + (ub - p_base) ** 2, 0))
     above = np.sqrt(np.maximum((uc - p_cand) ** 2 - 2 * phi * (uc - p_cand) * (p_base - lb) + (p_base - lb) ** 2, 0))
@@ -160,6 +167,33 @@ def binary_section(full: bool, sims: int, rng) -> list[str]:
                     or "none"))
     return lines
 
+
+def fine_section() -> list[str]:
+    """Exact coverage on every item count 30..500 and every P(lost) 0.005..0.4 in steps of 0.005, no gains:
+    the one-sided cells where coverage is lowest, finer than the grid above. With no gains a table is its
+    count of lost items alone, so each n's intervals are computed once for every count."""
+    names = [m for m in EXACT_METHODS if m != "CP product"]
+    p_lost = np.round(np.arange(FINE_STEP, FINE_MAX_LOST + FINE_STEP / 2, FINE_STEP), 3)
+    worst = {m: (2.0, None) for m in names}
+    below = {m: 0 for m in names}
+    for n in range(FINE_N[0], FINE_N[1] + 1):
+        lost = np.arange(n + 1, dtype=float)
+        weight = binom.pmf(lost[None, :], n, p_lost[:, None])            # [P(lost), count]
+        for m in names:
+            low, high = EXACT_METHODS[m](lost, np.zeros_like(lost), n)
+            truth = -p_lost[:, None]
+            cov = (weight * ((low <= truth + 1e-12) & (truth - 1e-12 <= high))).sum(axis=1) / weight.sum(axis=1)
+            below[m] += int((cov < TARGET[0]).sum())
+            if cov.min() < worst[m][0]:
+                worst[m] = (float(cov.min()), (n, float(p_lost[cov.argmin()])))
+    cells = (FINE_N[1] - FINE_N[0] + 1) * p_lost.size
+    lines = [f"1b. 0/1 scores, no gains, every n {FINE_N[0]}..{FINE_N[1]} and P(lost) {FINE_STEP}..{FINE_MAX_LOST} "
+             f"in steps of {FINE_STEP} ({cells} cells, exact): the lowest coverage and where",
+             f"{'interval':<24}{'min cov':>8}{'at n':>6}{'P(lost)':>9}{'cells below ' + str(TARGET[0]):>18}"]
+    for m in names:
+        c, (n, pl) = worst[m]
+        lines.append(f"{m:<24}{c:>8.4f}{n:>6}{pl:>9.3f}{below[m]:>18}")
+    return lines
 
 
 # --- 2. "~N items would decide it" ------------------------------------------------------------------------
@@ -286,7 +320,8 @@ def grouped_section(sims: int, rng) -> list[str]:
     concentration 2): items of a group flip together more often than items of different groups."""
     lines = [f"3b. grouped 0/1 items, paired difference ({sims} simulated pairs of runs; group rates of lost/gained "
              "items Beta with means 0.12/0.08, concentration 2): coverage / mean width",
-             f"{'groups':>6} {'items per group':>16}  {'cluster t (gate)':>18}  {'percentile cluster bootstrap':>29}"]
+             f"{'groups':>6} {'items per group':>16}  {'cluster t':>18}  {'gate':>18}  "
+             f"{'percentile cluster bootstrap':>29}"]
     for groups in (5, 10, 25, 50):
         for unequal in (False, True):
             sizes = rng.integers(2, 19, size=(sims, groups)) if unequal else np.full((sims, groups), 10)
@@ -303,10 +338,15 @@ def grouped_section(sims: int, rng) -> list[str]:
                              for i in range(sims)])
             # the true mean difference per item: E[p_gained] - E[p_lost], E[p_gained] = 0.08 * (1 - 0.12)
             t_true = 0.08 * 0.88 - 0.12
+            # the gate: the cluster t, never narrower than the items' own interval (Tango's, 0 by exact McNemar)
+            flat_low, flat_high = paired_binary_interval(lost.sum(axis=1), gained.sum(axis=1), total, CONFIDENCE)
+            g_low, g_high = np.minimum(mean - half, flat_low), np.maximum(mean + half, flat_high)
             cells = [f"{np.mean((mean - half <= t_true) & (t_true <= mean + half)):.3f} / {np.mean(2 * half):.3f}",
+                     f"{np.mean((g_low <= t_true) & (t_true <= g_high)):.3f} / {np.mean(g_high - g_low):.3f}",
                      f"{np.mean((boot[:, 0] <= t_true) & (t_true <= boot[:, 1])):.3f} / "
                      f"{np.mean(boot[:, 1] - boot[:, 0]):.3f}"]
-            lines.append(f"{groups:>6} {'2-18' if unequal else '10':>16}  {cells[0]:>18}  {cells[1]:>29}")
+            lines.append(f"{groups:>6} {'2-18' if unequal else '10':>16}  {cells[0]:>18}  {cells[1]:>18}  "
+                         f"{cells[2]:>29}")
     return lines
 
 
@@ -337,11 +377,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sims", type=int, default=4000)
     ap.add_argument("--full", action="store_true", help="print every cell of the 0/1 grid")
-    ap.add_argument("--only", choices=("binary", "items", "graded", "grouped", "ratio"), help="that section alone")
+    ap.add_argument("--only", choices=("binary", "fine", "items", "graded", "grouped", "ratio"),
+                    help="that section alone")
     args = ap.parse_args()
     rng = np.random.default_rng(0)
     start = time.perf_counter()
-    sections = {"binary": lambda: binary_section(args.full, args.sims, rng),
+    sections = {"binary": lambda: binary_section(args.full, args.sims, rng), "fine": fine_section,
                 "items": lambda: items_section(args.sims // 2, rng),
                 "graded": lambda: graded_section(args.sims // 2, rng),
                 "grouped": lambda: grouped_section(args.sims // 2, rng), "ratio": lambda: ratio_section(args.sims, rng)}

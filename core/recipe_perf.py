@@ -63,6 +63,9 @@ class RateSearch(Strict):
         return self
 
 
+GPU_REPEATS, CPU_REPEATS = 3, 1
+
+
 class Workload(Strict):
     """A load profile: request lengths, how requests arrive, and dirt on top (perf/requests.py)."""
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
@@ -84,6 +87,9 @@ class Workload(Strict):
     trace: str | None = None             # JSONL request log: arrival_s (or timestamp), input_tokens, output_tokens
     trace_speedup: float = Field(default=1.0, gt=0)
     rate_search: RateSearch | None = None   # open loop: levels chosen by the search instead of `rates`
+    # Runs of each level, each with fresh prompts; the tables show their median and interval. Unset: 3 on a GPU
+    # engine (as `vllm bench sweep`), 1 on a CPU one, where a level takes many times longer.
+    repeats: int | None = Field(default=None, ge=1, le=15)
 
     @field_validator("concurrency")
     @classmethod
@@ -112,6 +118,10 @@ class Workload(Strict):
         if self.shared_prefix and not self.shared_prefix.tokens:
             raise ValueError("shared_prefix needs tokens")
         return self
+
+    def repeats_on(self, gpu: bool) -> int:
+        """Runs of each level: the recipe's `repeats`, else GPU_REPEATS on a GPU engine, CPU_REPEATS on a CPU."""
+        return self.repeats or (GPU_REPEATS if gpu else CPU_REPEATS)
 
     @property
     def open_loop(self) -> bool:

@@ -148,6 +148,7 @@ class PerfPoint(Record):
     server_check: dict[str, Any] | None = None
     server_rss_bytes: Count | None = None
     server_gpu_bytes: Count | None = None
+    repeat: Count | None = None   # the run of its level, from 0 (absent: the first)
 
     @property
     def foreign_load(self) -> bool:
@@ -184,6 +185,22 @@ class EngineFacts(Record):
     dtype: StrictStr | None = None         # what the variants were run in (the recipe's engine.dtype, resolved)
 
 
+class Figure(Record):
+    """One figure of a level over its repeats: the median, and its 95% interval (an end None: none exists)."""
+    median: Number
+    ci95: list[Number | None] | None = None
+
+
+class LevelSummary(Record):
+    """A level's figures over its repeats (perf/repeats.py says how `method` computes them)."""
+    concurrency: Count | None = None
+    rate: Number | None = None
+    trace: Number | None = None
+    repeats: Count
+    method: StrictStr
+    figures: dict[StrictStr, Figure] = {}
+
+
 class WorkloadResult(Record):
     """Every level of one workload on one variant."""
     workload: StrictStr | None = None
@@ -191,6 +208,7 @@ class WorkloadResult(Record):
     output_tokens: StrictInt | dict[str, Any] | None = None
     arrival: StrictStr | None = None
     points: list[PerfPoint]
+    levels: list[LevelSummary] = []   # absent in runs made before levels were summarised
     warnings: list[StrictStr] = []
     max_rate_meeting_slo: Measured = None
     server_rss_bytes: Count | None = None
@@ -242,6 +260,7 @@ class VariantRecord(Record):
     eval_backend: StrictStr | None = None
     ran_on: RanOn | None = None
     endpoint: dict[str, Any] | None = None   # an endpoint variant: what its probe found (perf/engines/endpoint.py)
+    engine_warnings: list[StrictStr] = []   # the engine's warnings that change what is measured (a fallback kernel)
     # What this engine could not measure, with why: {"tasks": {task: why}, "kl": {task: why}, "memory": {...}}
     not_measurable: dict[str, dict[str, StrictStr]] | None = None
 

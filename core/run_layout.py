@@ -85,6 +85,14 @@ class RunLayout:
         return self.root / "long_context.png"
 
     @property
+    def perf_history(self) -> Path:
+        return self.root / "perf-history.json"
+
+    @property
+    def perf_history_png(self) -> Path:
+        return self.root / "perf-history.png"
+
+    @property
     def report_html(self) -> Path:
         return self.root / "report.html"
 

@@ -159,6 +159,43 @@ def _cluster_interval(d: np.ndarray, groups: list, confidence: float) -> tuple[f
     return (mean - half, mean + half, float(2 * stdtr(g - 1, -abs(mean) / se)), se)
 
 
+def _zero_spread_floor(d: np.ndarray, confidence: float) -> tuple[float, float, float] | None:
+    """Where every item's difference is the same c != 0, a t interval is the point c with p = 0, though a
+    handful of equal changes is no evidence of that: the gate's 0/1 interval and exact McNemar on the signs
+    of the changes (n items, all lost or all gained), scaled by |c|. None where the spread is not 0 or c = 0."""
+    if d.size == 0 or float(np.ptp(d)) != 0 or d[0] == 0:
+        return None
+    lost, gained = (d.size, 0) if d[0] < 0 else (0, d.size)
+    low, high = paired_binary.paired_binary_interval(lost, gained, d.size, confidence)
+    size = abs(float(d[0]))
+    return (float(low) * size, float(high) * size, mcnemar_exact(lost, gained))
+
+
+def _ungrouped(b: np.ndarray, c: np.ndarray, d: np.ndarray, binary: bool, higher_is_better: bool,
+               confidence: float) -> tuple[float, float, float | None, dict]:
+    """The interval and test about 0 of the items taken one by one: (low, high, p, fields to report)."""
+    n, lost, gained = d.size, int((d < 0).sum()), int((d > 0).sum())
+    if binary:
+        low, high = (float(end) for end in paired_binary.paired_binary_interval(lost, gained, n, confidence))
+        return low, high, mcnemar_exact(lost, gained), {"test": "exact McNemar", "interval": "Tango score",
+                                                        "sd": binary_spread(lost, gained, n)}
+    if higher_is_better and bool(((b >= 0) & (b <= 1) & (c >= 0) & (c <= 1)).all()):
+        low, high, p, sd = bounded_t_interval(d, confidence)
+        fields = {"test": "paired t", "interval": "t, Bernoulli-bounded far end", "sd": sd}
+    else:
+        low, high, p = _t_interval(d, confidence)
+        fields = {"test": "paired t", "sd": float(d.std(ddof=1)) if n > 1 else math.nan}
+        if n > 1 and not d.any():
+            fields["undecidable"] = (f"every one of the {n} items scored the same on both sides and the scores "
+                                     "have no bound: no interval can be estimated from a spread of 0")
+            return -math.inf, math.inf, None, fields
+    floor = _zero_spread_floor(d, confidence)
+    if floor is not None:
+        low, high, p = min(low, floor[0]), max(high, floor[1]), max(p if p is not None else 0.0, floor[2])
+        fields["interval"] = fields.get("interval", "t") + ", at least exact McNemar's on the signs (no spread)"
+    return low, high, p, fields
+
+
 def paired_difference(base: list[float], cand: list[float], groups: list | None = None,
                       confidence: float = 0.95, higher_is_better: bool = True) -> dict:
     """The candidate's change against the baseline on the same items: mean, interval, flips and the p-value
@@ -167,12 +204,16 @@ def paired_difference(base: list[float], cand: list[float], groups: list | None 
 
     `diff` and `ci95` are oriented so that positive is better (candidate - baseline, negated when lower is
     better); `lost`/`gained` count items the candidate scored worse/better on. The test, by data:
-    - items in groups (some group with several items): a cluster-robust t on the groups' differences;
     - 0/1 scores: exact McNemar about 0, and Tango's score interval (evals/paired_binary.py), which reaches
       0 wherever exact McNemar does not reject, so the interval excludes 0 exactly when p < 1 - confidence;
     - graded scores: a t interval on the per-item differences (and its t-test p); for scores within [0, 1]
       where higher is better (F1, partial credit: bounded), its end away from 0 widened by what the share of
-      changed items could still be (`bounded_t_interval`), which matters only where few items change.
+      changed items could still be (`bounded_t_interval`), which matters only where few items change. Where
+      every item changed by the same amount (no spread), at least exact McNemar's interval on the signs,
+      scaled by that amount; where no item changed and the scores have no bound, no interval (`undecidable`);
+    - items in groups (some group with several items): a cluster-robust t on the groups' differences, and at
+      least the interval and p of the items taken one by one: declaring groups can only widen the interval
+      (a cluster t of groups that all changed alike, or not at all, has no spread and would be a point).
     """
     b, c = np.asarray(base, dtype=float), np.asarray(cand, dtype=float)
     if b.shape != c.shape:
@@ -181,25 +222,23 @@ def paired_difference(base: list[float], cand: list[float], groups: list | None 
         raise ValueError("paired scores need at least one item")
     n = b.size
     d = (c - b) if higher_is_better else (b - c)
-    lost, gained = int((d < 0).sum()), int((d > 0).sum())
     binary = bool(np.isin(b, (0.0, 1.0)).all() and np.isin(c, (0.0, 1.0)).all())
-    grouped = groups is not None and len(groups) == n and 1 < len(set(groups)) < n
-    out = {"n": n, "diff": float(d.mean()), "lost": lost, "gained": gained, "mcnemar_p": None,
-           "method": "paired", "confidence": confidence}
-    if grouped:
-        low, high, p, se = _cluster_interval(d, groups, confidence)
-        out.update(test="paired cluster t", groups=len(set(groups)), sd=se * math.sqrt(n))
-    elif binary:
-        low, high = (float(end) for end in paired_binary.paired_binary_interval(lost, gained, n, confidence))
-        p = out["mcnemar_p"] = mcnemar_exact(lost, gained)
-        out.update(test="exact McNemar", interval="Tango score", sd=binary_spread(lost, gained, n))
-    elif higher_is_better and bool(((b >= 0) & (b <= 1) & (c >= 0) & (c <= 1)).all()):
-        low, high, p, sd = bounded_t_interval(d, confidence)
-        out.update(test="paired t", interval="t, Bernoulli-bounded far end", sd=sd)
-    else:
-        low, high, p = _t_interval(d, confidence)
-        out.update(test="paired t", sd=float(d.std(ddof=1)) if n > 1 else math.nan)
-    return out | {"ci95": [low, high], "p": p}
+    out = {"n": n, "diff": float(d.mean()), "lost": int((d < 0).sum()), "gained": int((d > 0).sum()),
+           "mcnemar_p": None, "method": "paired", "confidence": confidence}
+    low, high, p, fields = _ungrouped(b, c, d, binary, higher_is_better, confidence)
+    if binary:
+        out["mcnemar_p"] = p
+    if groups is not None and len(groups) == n and 1 < len(set(groups)) < n:
+        c_low, c_high, c_p, se = _cluster_interval(d, groups, confidence)
+        alone = fields["test"]
+        fields = fields | {"test": "paired cluster t", "groups": len(set(groups)),
+                           "sd": max(se * math.sqrt(n), fields["sd"]) if math.isfinite(fields["sd"]) else fields["sd"],
+                           "interval": f"cluster t, at least the items' own ({alone})"}
+        if p is not None and p > c_p:
+            fields["test"] = f"{alone} (items ungrouped; the paired cluster t's p={c_p:.3g})"
+        low, high = min(low, c_low), max(high, c_high)
+        p = None if p is None else max(p, c_p)
+    return out | fields | {"ci95": [low, high], "p": p}
 
 
 def unpaired_difference(base: list[float], cand: list[float], z: float = Z95) -> dict:

@@ -60,14 +60,21 @@ def longest_request(workload: Workload) -> int:
     return prompt + longest(workload.output_tokens)
 
 
+def level_seed(seed: int, level: float, repeat: int = 0) -> list[int]:
+    """The random state of one run of a level: every repeat of a level draws other prompts (a repeat of the same
+    prompts would be served from the engine's prefix cache); the first run's is the same as without repeats."""
+    return [seed, int(level * 1000)] + ([repeat] if repeat else [])
+
+
 def plan_level(workload: Workload, kind: str, level: float, maker: PromptMaker, seed: int,
-               limit: int | None = None) -> list[Planned]:
-    """The requests of one level; with `limit`, only the first `limit` (e.g. a warm-up), and no more built."""
+               limit: int | None = None, repeat: int = 0) -> list[Planned]:
+    """The requests of one level (its `repeat`-th run, from 0); with `limit`, only the first `limit` (e.g. a
+    warm-up), and no more built."""
     import numpy as np   # where requests are drawn: the memory columns of a cached sweep read only their lengths
 
     from perf.arrivals import arrival_offsets, burst_offsets
 
-    rng = np.random.default_rng([seed, int(level * 1000)])
+    rng = np.random.default_rng(level_seed(seed, level, repeat))
     if kind == "trace":
         rows = read_trace(workload.trace)[:limit if limit is not None else workload.requests_per_level]
         return [Planned(maker.make(n_in, rng), n_out, t / level, "trace") for t, n_in, n_out in rows]

@@ -17,6 +17,7 @@ from perf.host_load import gpu_foreign_processes, host_load, read_cpu
 from perf.loadgen import RequestRecord, make_client, no_gc_pauses, run_closed_loop, run_open_loop
 from perf.metrics import summarize
 from perf.prompts import PromptMaker
+from perf.repeats import summarise_levels
 from perf.requests import plan_level, requests_per_level
 from perf.server_metrics import crosscheck, read_counters
 from core.recipe_perf import Workload
@@ -35,19 +36,22 @@ def arrived_in_one_burst(span_s: float, chunks: int) -> bool:
 
 
 def level_label(point: dict) -> str:
+    """c=8, rate=2/s or trace x1; a repeat after the first adds its number (c=8 #2)."""
+    again = f" #{point['repeat'] + 1}" if point.get("repeat") else ""
     if "concurrency" in point:
-        return f"c={point['concurrency']}"
+        return f"c={point['concurrency']}{again}"
     if "rate" in point:
-        return f"rate={point['rate']:g}/s"
-    return f"trace x{point['trace']:g}"
+        return f"rate={point['rate']:g}/s{again}"
+    return f"trace x{point['trace']:g}{again}"
 
 
-def requests_in(workload: Workload) -> int:
+def requests_in(workload: Workload, repeats: int = 1) -> int:
     """Requests a workload sends, warm-ups included (for progress bars; bursts and traces add a few)."""
     levels = workload.levels()
     if workload.rate_search:
         levels += [("rate", workload.rate_search.high)] * workload.rate_search.probes
-    return sum(requests_per_level(workload, kind, level) + workload.warmup_requests for kind, level in levels)
+    return repeats * sum(requests_per_level(workload, kind, level) + workload.warmup_requests
+                         for kind, level in levels)
 
 
 def completions_url(server_or_url: VLLMServer | str) -> str:
@@ -59,14 +63,15 @@ def completions_url(server_or_url: VLLMServer | str) -> str:
 
 def run_workload(server_or_url: VLLMServer | str, model_name: str, tokenizer_path: str | Path,
                  workload: Workload, progress: Progress | None = None, seed: int = 0,
-                 slo: dict[str, float] | None = None) -> dict[str, Any]:
+                 slo: dict[str, float] | None = None, repeats: int | None = None) -> dict[str, Any]:
     """For each level (a concurrency, a request rate, or a trace's speed-up; or the rates a rate search
-    probes): warm-up requests (discarded), then the measured requests. Every request gets fresh random
-    token ids (seeded), so only a workload's shared prefix, if it has one, can be served from the prefix
-    cache."""
+    probes), `repeats` times (default: the workload's, else 1): warm-up requests (discarded), then the
+    measured requests. Every request gets fresh random token ids (seeded by level and repeat,
+    perf/requests.py `level_seed`), so only a workload's shared prefix, if it has one, can be served from the
+    prefix cache. `levels` holds each level's median and interval over its repeats (perf/repeats.py)."""
     server = None if isinstance(server_or_url, str) else server_or_url
     run = _Run(completions_url(server_or_url), model_name, PromptMaker(tokenizer_path), workload, server,
-               progress, slo, seed)
+               progress, slo, seed, repeats or workload.repeats or 1)
     asyncio.run(run.all_levels())
     result: dict[str, Any] = {
         "workload": workload.name,
@@ -74,6 +79,7 @@ def run_workload(server_or_url: VLLMServer | str, model_name: str, tokenizer_pat
         "output_tokens": _describe_lengths(workload.output_tokens),
         "arrival": workload.arrival if not workload.trace else "trace",
         "points": run.points,
+        "levels": summarise_levels(run.points, run.records, [level_label(p) for p in run.points]),
         "records": run.records,
         "warnings": run.warnings,
     }
@@ -97,15 +103,16 @@ class _Run:
     """One workload against one server: its levels in order, or a rate search."""
 
     def __init__(self, url: str, model: str, maker: PromptMaker, workload: Workload, server: VLLMServer | None,
-                 progress: Progress | None, slo: dict[str, float] | None, seed: int):
+                 progress: Progress | None, slo: dict[str, float] | None, seed: int, repeats: int = 1):
         self.url, self.model, self.maker, self.workload, self.server = url, model, maker, workload, server
-        self.progress, self.slo, self.seed = progress, slo, seed
+        self.progress, self.slo, self.seed, self.repeats = progress, slo, seed, repeats
+        self.runs_of: dict[tuple[str, float], int] = {}   # runs so far per level: the next run's repeat number
         self.base_url = url.removesuffix("/v1/completions")
         self.points: list[dict[str, Any]] = []
         self.records: dict[str, list[dict]] = {}
         self.warnings: list[str] = []
         self.best_rate: float | None = None
-        self.done, self.total = 0, requests_in(workload)
+        self.done, self.total = 0, requests_in(workload, repeats)
 
     def as_sent(self, ids: list[int]) -> list[int] | str:
         """Token ids, or their text where the server takes no token-id prompts (an endpoint's probe says)."""
@@ -126,7 +133,8 @@ class _Run:
                 await self.search(w.rate_search)
             else:
                 for kind, level in w.levels():
-                    await self.level(kind, level)
+                    for _ in range(self.repeats):
+                        await self.level(kind, level)
 
     async def search(self, search) -> None:
         """Highest rate with SLO attainment >= search.attainment, to within the last bisection step."""
@@ -147,8 +155,10 @@ class _Run:
 
     async def level(self, kind: str, level: float) -> dict[str, Any]:
         w, url, model, client = self.workload, self.url, self.model, self.client
-        plan = plan_level(w, kind, level, self.maker, self.seed)
-        warm = plan_level(w, kind, level, self.maker, self.seed + 1, limit=w.warmup_requests)
+        repeat = self.runs_of.get((kind, level), 0)   # a level listed twice is a repeat too: fresh prompts
+        self.runs_of[(kind, level)] = repeat + 1
+        plan = plan_level(w, kind, level, self.maker, self.seed, repeat=repeat)
+        warm = plan_level(w, kind, level, self.maker, self.seed + 1, limit=w.warmup_requests, repeat=repeat)
         if warm:
             streams = int(level) if kind == "concurrency" else WARMUP_CONCURRENCY
             await run_closed_loop(url, model, [self.as_sent(r.prompt) for r in warm],
@@ -175,8 +185,8 @@ class _Run:
         sampler.cancel()
         for rec, planned in zip(recs, plan):
             rec.kind = planned.kind
-        point = {kind: int(level) if kind == "concurrency" else level, "started": started,
-                 **summarize(recs, wall, self.slo)}
+        point = {kind: int(level) if kind == "concurrency" else level, **({"repeat": repeat} if repeat else {}),
+                 "started": started, **summarize(recs, wall, self.slo)}
         if kind != "concurrency":
             span = plan[-1].offset_s - plan[0].offset_s
             point["offered_rps"] = (len(plan) - 1) / span if span > 0 else None

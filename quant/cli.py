@@ -145,9 +145,13 @@ def cmd_gate(args) -> int:
     from reports.gate_rules import EXIT
     from reports.gate_run import run_gate
 
+    history = None
+    if args.perf_history is not None:
+        from quant.history import earlier_perf
+        history = (earlier_perf, args.perf_history)
     try:
         run = run_gate(args.baseline, args.candidate, args.policy, args.rule, args.allow_partial_overlap,
-                       args.allow_undeployable, args.allow_foreign_load)
+                       args.allow_undeployable, args.allow_foreign_load, history)
     except GateInputError as exc:
         return fail(args, str(exc))
     outputs = ((args.junit, render.as_junit), (args.markdown, render.as_markdown), (args.json, render.as_json))
@@ -177,7 +181,9 @@ def cmd_choose(args) -> int:
     from reports import choose_output
     from reports.choose import (ChooseError, choose, deploy_command, engine_label, export_command, parse_slo,
                                 recipe_max_drop)
+    from core.results import Results
     from reports.gate import GateInputError, load_side
+    from reports.summary import blocked_variants, gate_lines
     from reports.table import tasks_of
 
     try:
@@ -185,7 +191,9 @@ def cmd_choose(args) -> int:
         slos = [parse_slo(s) for s in args.slo]
         tasks = args.task or tasks_of(results)
         max_drop = recipe_max_drop(results, tasks, args.max_drop)
-        choices, shared = choose(results, tasks, max_drop, slos, args.objective)
+        _, gates = gate_lines(Results.of(results), results.get("_run_dir"))
+        choices, shared = choose(results, tasks, max_drop, slos, args.objective, blocked_variants(gates),
+                                 args.exclude_blocked)
     except (GateInputError, ChooseError) as exc:
         return fail(args, str(exc))
     commands = {t: deploy_command(results, c.variant) for t, c in choices.items() if c}
@@ -239,6 +247,8 @@ def cmd_report(args) -> int:
         results = read_results(results_path)
     except (ResultsError, RemoteError) as exc:
         return fail(args, str(exc))
+    from quant.history import write_perf_history
+    write_perf_history(results_path.parent, results)
     for written in render_all(results_path.parent, results):
         if location:
             location.remote.upload_file(written, written.relative_to(location.local).as_posix())
@@ -253,9 +263,13 @@ def cmd_report(args) -> int:
 
 
 def cmd_history(args) -> int:
-    from quant.history import db_path, runs
-    from reports.history_output import runs_table
+    from quant.history import db_path, perf_over_time, runs
+    from reports.history_output import perf_table, runs_table
 
+    if args.variant:
+        rows = perf_over_time(args.variant, args.recipe)[-args.limit:]
+        print(perf_table(args.variant, rows) if rows else f"no recorded run of {args.variant} has perf in {db_path()}")
+        return exit_codes.OK
     rows = runs(args.limit, args.recipe)
     print(runs_table(rows) if rows else f"no runs recorded yet in {db_path()}")
     return exit_codes.OK

@@ -116,6 +116,10 @@ def build(handlers: dict[str, Callable], version: str) -> argparse.ArgumentParse
     g.add_argument("--allow-undeployable", action="store_true",
                    help="gate the accuracy of a variant recorded failed or unsupported (default: exit 2, it cannot "
                    "be deployed); every line and report says so, and perf is not gated")
+    g.add_argument("--perf-history", type=int, nargs="?", const=5, metavar="N",
+                   help="also compare each candidate's headline output tok/s with the last N (default 5) earlier "
+                   "runs in the history of the same checkpoint, engine configuration and hardware, any engine "
+                   "version: a regression beyond the policy's max_throughput_drop (else 5%%) plus their spread")
     g.add_argument("--allow-foreign-load", action="store_true",
                    help="gate perf measured while other processes took CPU (default: such perf checks are "
                    "inconclusive); each check says so")
@@ -137,6 +141,9 @@ def build(handlers: dict[str, Callable], version: str) -> argparse.ArgumentParse
                    "memory, or dollars per million output tokens (default throughput)")
     c.add_argument("--max-drop", type=float, help="allowed absolute accuracy drop (default: the run's recipe "
                    "gates, per task, as `quant gate` reads them)")
+    c.add_argument("--exclude-blocked", action="store_true", help="never pick a variant the recipe's gate blocks "
+                   "(a regression on any task, or one that cannot be deployed); by default such a variant may be "
+                   "picked for another task and is named as blocked")
     c.add_argument("--json", metavar="FILE", help=JSON_HELP.format(what="the choices"))
 
     e = _command(sub, "export", "the variant as a self-contained folder with a model card, to serve or push to "
@@ -163,6 +170,8 @@ def build(handlers: dict[str, Callable], version: str) -> argparse.ArgumentParse
     h = _command(sub, "history", "list recorded sweeps (SQLite; $QUANT_HISTORY_DB)", handlers["history"])
     h.add_argument("--limit", type=int, default=20, help="the newest N runs (default 20)")
     h.add_argument("--recipe", help="only runs of this recipe name")
+    h.add_argument("--variant", help="this variant's headline perf over time (output tok/s, engine version, "
+                   "load) instead of the runs")
 
     m = _command(sub, "compare", "per-task deltas, candidate minus baseline, with the paired interval where "
                  "per-item scores exist", handlers["compare"])

@@ -96,3 +96,78 @@ def load_side(ref: str) -> tuple[dict, str | None]:
     data = parse_results(data, where).dump()   # the typed schema's checks, as for a results.json
     recorded = run_dir if run_dir and _same_run(Path(run_dir), data) else None   # its per-item files: the paired CI
     return data | {"_run_dir": recorded, "_path": where}, variant
+
+
+def _recorded(before: str | None = None) -> Iterator[tuple[str, Results]]:
+    """(run id, typed results) of every recorded run, oldest first (only those started before `before`); a
+    row that no longer parses is left out."""
+    query, args = "SELECT run_id, results FROM runs", ()
+    if before is not None:
+        query, args = query + " WHERE started < ?", (before,)
+    with _connect() as con:
+        rows = con.execute(query + " ORDER BY started", args).fetchall()
+    for run_id, text in rows:
+        try:
+            yield run_id, parse_results(json.loads(text), f"history run {run_id}")
+        except ValueError:
+            continue
+
+
+def earlier_perf(identity: dict, before: str, window: int) -> list[dict]:
+    """The last `window` runs recorded before `before` with a variant of this perf identity
+    (reports/perf_history.py), oldest first."""
+    from reports.perf_history import perf_entry
+
+    found = []
+    for _, results in _recorded(before):
+        for name in results.variants:
+            entry = perf_entry(results, name)
+            if entry is not None and entry["identity"] == identity:
+                found.append(entry)
+    return found[-window:]
+
+
+def perf_over_time(variant: str, recipe: str | None = None) -> list[dict]:
+    """A variant's headline perf in every recorded run that has it, oldest first."""
+    from reports.perf_history import perf_entry
+    from reports.table import headline_figure
+
+    rows = []
+    for run_id, results in _recorded():
+        if variant not in results.variants or (recipe and results.recipe_name != recipe):
+            continue
+        entry = perf_entry(results, variant)
+        if entry is not None:
+            _, ci, repeats = headline_figure(results.variants[variant], "output_tokens_per_s")
+            rows.append(entry | {"run_id": run_id, "ci95": ci, "repeats": repeats})
+    return rows
+
+
+def write_perf_history(out: Path, results: Results | dict, window: int = 20) -> Path | None:
+    """perf-history.json in the run directory, for report.html's plot: per variant with earlier runs of the
+    same perf identity in the history, those runs (the last `window`) and this one; removed where none has
+    any. A history that cannot be read leaves the report without the plot."""
+    from core.run_layout import RunLayout
+    from reports.perf_history import perf_entry
+    from reports.table import headline_figure
+
+    results = Results.of(results)
+    path = RunLayout(Path(out)).perf_history
+    series = {}
+    try:
+        for name, v in results.variants.items():
+            entry = perf_entry(results, name)
+            if entry is None or not results.started:
+                continue
+            earlier = earlier_perf(entry["identity"], results.started, window)
+            if earlier:
+                ci = headline_figure(v, "output_tokens_per_s")[1]
+                series[name] = [{k: e[k] for k in ("started", "version", "tok_s", "foreign")} for e in earlier] \
+                    + [{k: entry[k] for k in ("started", "version", "tok_s", "foreign")} | {"ci95": ci}]
+    except (OSError, sqlite3.Error):
+        series = {}
+    if not series:
+        path.unlink(missing_ok=True)
+        return None
+    path.write_text(json.dumps(series, indent=1))
+    return path

@@ -11,6 +11,7 @@ from core.hashing import digest
 from core.recipe import Variant
 from core.recipe_perf import Workload
 from core.store import copy_file
+from perf.engines.dtypes import on_gpu
 from perf.engines.kv_capacity import sequences_that_fit
 from perf.engines.process import DEATH_WAIT_S
 from perf.memory import account
@@ -21,10 +22,18 @@ STAGE_PERF = "perf"
 DEFAULT_SEQ_TOKENS = 2048   # the memory columns' sequence length when the recipe has no workloads
 
 
+def repeats(ctx: SweepContext, workload: Workload) -> int:
+    """Runs of each of the workload's levels on this sweep's engine (the recipe's, else the device's default)."""
+    return workload.repeats_on(on_gpu(ctx.engine_facts))
+
+
 def perf_key(ctx: SweepContext, workload: Workload, ckpt_key: str, engine_args: dict) -> str:
     slo = ctx.recipe.perf.slo.bounds() if ctx.recipe.perf.slo else None
-    return digest("perf", ckpt_key, workload.model_dump(mode="json"), ctx.engine_key, engine_args, slo,
-                  ctx.recipe.engine.engine_core_nice)
+    shape = workload.model_dump(mode="json", exclude={"repeats"})
+    runs = repeats(ctx, workload)
+    if runs != 1:   # one run per level keeps the key it had before levels could be repeated
+        shape["repeats"] = runs
+    return digest("perf", ckpt_key, shape, ctx.engine_key, engine_args, slo, ctx.recipe.engine.engine_core_nice)
 
 
 class PerfStage:
@@ -65,10 +74,12 @@ class PerfStage:
         levels = workload.levels()
         label = f"{levels[0][0]} " + ", ".join(f"{level:g}" for _, level in levels)
         started = time.time()
-        with ctx.reporter.bar(f"  perf {workload.name} ({label})", requests_in(workload)) as advance:
+        runs = repeats(ctx, workload)
+        label += f"; {runs} repeats" if runs > 1 else ""
+        with ctx.reporter.bar(f"  perf {workload.name} ({label})", requests_in(workload, runs)) as advance:
             served_name = self.variant.endpoint.model if self.variant.endpoint else self.variant.name
             result = run_workload(session.server, served_name, self.checkpoint.path, workload,
-                                  progress=lambda done, _total: advance(1), slo=slo)
+                                  progress=lambda done, _total: advance(1), slo=slo, repeats=runs)
         # a server that died under the level answered with errors: those are no measurement to keep
         failed = any(p["errors"] for p in result["points"])
         session.server.check_alive(wait_s=DEATH_WAIT_S if failed else 0.0)

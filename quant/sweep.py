@@ -24,6 +24,7 @@ from core.store import Cache, read_json, remove_leftovers, write_json
 from evals import sandbox
 from evals.validate import check_code_isolation
 from perf.engines.process import EngineStartError, engine_warnings, log_since
+from perf.engines.warning_kinds import split_warnings
 from perf.engines.vllm import resolve_engine_python
 from quant.context import StageError, SweepContext, new_record
 from quant.executors import run_variants
@@ -42,6 +43,19 @@ from reports.render import render_all
 
 log = logging.getLogger(__name__)
 
+
+
+def report_engine_warnings(name: str, warnings: list[str], server_log: Path, record: dict) -> None:
+    """The engine's warnings while it served this variant: those that change what is measured one line each and
+    in results.json (`engine_warnings`); the rest as one line pointing at server.log."""
+    kept, routine = split_warnings(warnings)
+    for line in kept:
+        log.warning("%s engine: %s (%s)", name, line, server_log)
+    if kept:
+        record["engine_warnings"] = kept
+    if routine:
+        log.warning("%s engine: %d other warning(s), none that changes what is measured (the first: %s); all in %s",
+                    name, len(routine), routine[0][:100], server_log)
 
 def run_sweep(recipe: Recipe, out: Location | str | Path, recipe_path: Path | None = None,
               cache_dir: str | Path | None = None,
@@ -166,7 +180,10 @@ def _note_sources(ctx: SweepContext, results: dict, code_tasks: dict[str, str]) 
 
 
 def _report(ctx: SweepContext, results: dict) -> None:
+    from quant.history import write_perf_history
+
     out = ctx.out
+    write_perf_history(out, results)   # earlier runs of the same variants, for report.html's plot
     written = render_all(out, results)
     _publish(ctx, *written)
     top = [p.name for p in written if p.parent == out]
@@ -253,8 +270,8 @@ def run_variant(ctx: SweepContext, variant: Variant) -> dict:
         ctx.reporter.log(f"  [red]{type(exc).__name__}[/red]: {exc}")
         record.update(status="failed", reason=f"measurement: {type(exc).__name__}: {str(exc)[:300]}")
     finally:
-        for line in engine_warnings(log_since(server_log, seen)):
-            log.warning("%s engine: %s (%s)", variant.name, line, server_log)
+        report_engine_warnings(variant.name, engine_warnings(log_since(server_log, seen), limit=500), server_log,
+                               record)
         if ctx.out_remote and ctx.variant_dir(variant.name).is_dir():   # for the driver, wherever this ran
             ctx.out_remote.upload_dir(ctx.variant_dir(variant.name), f"variants/{variant.name}")
     return record

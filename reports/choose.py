@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 import shlex
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from core.recipe import Gates, variant_engine_args
@@ -14,7 +14,9 @@ from reports.cost import usd_per_gpu_hour, usd_per_million_tokens
 from reports.gate_rules import MARGIN_TOLERANCE
 from reports.kv_memory import bytes_per_sequence
 from reports.metric_kinds import higher_is_better
-from reports.table import headline_point
+from reports.table import foreign_cores, headline_figure, headline_point
+
+NO_INTERVAL_BAND = 0.05   # a figure without an interval (one run, no requests kept): +-5%, the gate's noise band
 
 def _p99_latency(point: PerfPoint) -> float:
     stats = point.e2e_ms or point.ttft_ms
@@ -80,6 +82,26 @@ class Choice:
     checkpoint: str
     score: float
     rejected: dict[str, str] = field(default_factory=dict)
+    score_ci: tuple[float, float] | None = None   # the objective's 95% interval (perf/repeats.py)
+    foreign: float | None = None    # cores other processes took at a headline run measured under foreign load
+    memory: float = float("inf")    # bytes for one sequence (weights and its KV cache): the last tie-break
+    why: str = ""                   # what decided it: speed (or cost, latency), a tie-break, or memory
+    accuracy_ci: tuple[float, float] | None = None   # the task score's 95% interval
+    blocked: str | None = None      # the gate blocks it (on some task): why
+
+
+def _interval(results: Results, name: str, v, objective: str) -> tuple[float, float] | None:
+    """The objective's 95% interval at the headline level, where the run has one (memory has no noise)."""
+    if objective in ("throughput", "cost"):
+        _, ci, _ = headline_figure(v, "output_tokens_per_s")
+        if ci is None or objective == "throughput":
+            return ci
+        ends = [usd_per_million_tokens(results, name, end) for end in ci]
+        return None if None in ends else (min(ends), max(ends))
+    if objective == "latency":
+        _, ci, _ = headline_figure(v, "e2e_ms.p99")
+        return ci
+    return None
 
 
 def candidates(results: Results, task: str, max_drop: float, slos: list[LatencyLimit],
@@ -106,34 +128,117 @@ def candidates(results: Results, task: str, max_drop: float, slos: list[LatencyL
         if missed:
             rejected[name] = "; ".join(missed)
             continue
-        ok.append(Choice(task, name, acc.value, drop, point.output_tokens_per_s, point.concurrency,
-                         v.checkpoint, read(results, name, v, point)))
+        tok_s = headline_figure(v, "output_tokens_per_s")[0] or point.output_tokens_per_s
+        e2e_p99 = headline_figure(v, "e2e_ms.p99")[0]   # the median of the repeats, as its interval's
+        if objective == "latency" and e2e_p99 is not None:
+            score = e2e_p99
+        elif objective in ("memory", "latency") or tok_s is None:
+            score = read(results, name, v, point)
+        else:
+            score = tok_s if objective == "throughput" else _cost_of(results, name, tok_s)
+        ok.append(Choice(task, name, acc.value, drop, tok_s, point.concurrency, v.checkpoint, score,
+                         score_ci=_interval(results, name, v, objective), foreign=foreign_cores(v),
+                         memory=bytes_per_sequence(v) if v.size_bytes else float("inf"),
+                         accuracy_ci=tuple(acc.ci95) if acc.ci95 else None))
     return ok, rejected
 
 
+def _cost_of(results: Results, name: str, tok_s: float) -> float:
+    usd = usd_per_million_tokens(results, name, tok_s)
+    return usd if usd is not None else float("inf")
+
+
+UNITS = {"throughput": ("output tok/s", ".0f"), "cost": ("$/M output tokens", ".3g"), "latency": ("ms E2E p99", ".0f")}
+
+
+def _ends(c: Choice) -> tuple[float, float]:
+    return c.score_ci or (c.score * (1 - NO_INTERVAL_BAND), c.score * (1 + NO_INTERVAL_BAND))
+
+
+def _figure(c: Choice, objective: str) -> str:
+    unit, fmt = UNITS[objective]
+    low, high = _ends(c)
+    how = "" if c.score_ci else f" ±{NO_INTERVAL_BAND:.0%}, no interval measured"
+    return f"{c.variant} {c.score:{fmt}} [{low:{fmt}}, {high:{fmt}}{how}] {unit}"
+
+
+def _accuracy_overlaps(a: Choice, b: Choice) -> bool:
+    """Whether two scores' 95% intervals overlap (equal scores where either has none)."""
+    if a.accuracy_ci is None or b.accuracy_ci is None:
+        return abs(a.drop - b.drop) <= MARGIN_TOLERANCE
+    return a.accuracy_ci[0] <= b.accuracy_ci[1] and b.accuracy_ci[0] <= a.accuracy_ci[1]
+
+
+def _tie_break(tied: list[Choice], because: str) -> Choice:
+    """Among candidates speed cannot tell apart: the smallest accuracy drop where the scores' intervals
+    separate it from the rest, else the least memory among those they do not."""
+    best = min(tied, key=lambda c: c.drop)
+    close = [c for c in tied if c is best or _accuracy_overlaps(c, best)]
+    others = ", ".join(f"{c.variant} {c.accuracy:.3f}" + (f" [{c.accuracy_ci[0]:.3f}, {c.accuracy_ci[1]:.3f}]"
+                                                          if c.accuracy_ci else "") + f" (drop {c.drop:+.3f})"
+                       for c in tied)
+    if len(close) == 1:
+        best.why = f"{because}; decided by accuracy, beyond the others' 95% intervals: {others}"
+        return best
+    pick = min(close, key=lambda c: c.memory)
+    sizes = ", ".join(f"{c.variant} {c.memory / 1e6:.1f} MB" for c in close)
+    pick.why = (f"{because}; accuracy tied (95% intervals overlap: {others}); decided by memory for one sequence "
+                f"(weights and its KV cache): {sizes}")
+    return pick
+
+
 def _best(ok: list[Choice], objective: str) -> Choice:
+    """The best by the objective, where the numbers support it: candidates whose intervals overlap the leader's
+    are tied, and so is every candidate when any was measured under foreign load (the machine's speed, not
+    the variant's); a tie goes to accuracy, then memory. Memory has no noise: the least wins."""
     _, larger_is_better = OBJECTIVES[objective]
-    return (max if larger_is_better else min)(ok, key=lambda c: c.score)
+    lead = (max if larger_is_better else min)(ok, key=lambda c: c.score)
+    if objective == "memory":
+        lead.why = f"least memory for one sequence: {lead.score / 1e6:.1f} MB"
+        return lead
+    if len(ok) == 1:
+        lead.why = f"the only candidate: {_figure(lead, objective)}"
+        return lead
+    loaded = [c for c in ok if c.foreign is not None]
+    if loaded:
+        names = ", ".join(f"{c.variant} ({c.foreign:.2f} cores taken by other processes)" for c in loaded)
+        return _tie_break(ok, f"{objective} not ranked: measured under foreign load: {names}")
+    low, high = _ends(lead)
+    tied = [c for c in ok if c is lead or (_ends(c)[0] <= high and _ends(c)[1] >= low)]
+    figures = "; ".join(_figure(c, objective) for c in sorted(ok, key=lambda c: c.score, reverse=larger_is_better))
+    if len(tied) == 1:
+        lead.why = f"decided by {objective}, beyond the others' 95% intervals: {figures}"
+        return lead
+    return _tie_break(tied, f"{objective} tied (95% intervals overlap: {figures})")
 
 
 def choose(results: Results | dict, tasks: list[str], max_drop: float | dict[str, float], slos: list[LatencyLimit] = (),
-           objective: str = "throughput") -> tuple[dict[str, Choice | None], str | None]:
+           objective: str = "throughput", blocked: dict[str, str] | None = None,
+           exclude_blocked: bool = False) -> tuple[dict[str, Choice | None], str | None]:
     """Per task the best variant (or None), and the best variant that meets every task's constraints.
-    max_drop: one limit for every task, or one per task."""
+    max_drop: one limit for every task, or one per task. blocked: variant -> why the recipe's gate blocks it
+    (on any task); such a variant is named as blocked where picked, or, with exclude_blocked, never picked."""
     results = Results.of(results)
+    blocked = blocked or {}
     if objective == "cost" and usd_per_gpu_hour(results) is None:
         raise ChooseError("objective cost: the run's recipe prices no accelerator-hour (cost: {usd_per_gpu_hour: X})")
     limit = max_drop if isinstance(max_drop, dict) else dict.fromkeys(tasks, max_drop)
     per_task = {task: candidates(results, task, limit[task], list(slos), objective) for task in tasks}
+    if exclude_blocked:
+        for ok, rejected in per_task.values():
+            rejected.update({c.variant: f"blocked by the gate: {blocked[c.variant]}" for c in ok
+                             if c.variant in blocked})
+            ok[:] = [c for c in ok if c.variant not in blocked]
     choices = {}
     for task, (ok, rejected) in per_task.items():
         choices[task] = _best(ok, objective) if ok else None
         if choices[task]:
             choices[task].rejected = rejected
+            choices[task].blocked = blocked.get(choices[task].variant)
     everywhere = set.intersection(*({c.variant for c in ok} for ok, _ in per_task.values())) if tasks else set()
     first_task = per_task[tasks[0]][0] if tasks else []
     shared = [c for c in first_task if c.variant in everywhere]   # a variant's score is the same for every task
-    return choices, _best(shared, objective).variant if shared else None
+    return choices, _best([replace(c) for c in shared], objective).variant if shared else None
 
 
 def recipe_max_drop(results: Results | dict, tasks: list[str], override: float | None = None) -> dict[str, float]:

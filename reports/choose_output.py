@@ -22,12 +22,16 @@ def as_text(choices: dict[str, Choice | None], shared: str | None, commands: dic
         if c is None:
             lines.append(f"{task}: no served variant meets {limits}")
             continue
-        lines.append(f"{task}: deploy {c.variant}")
-        lines.append(f"  why: best {objective} with {limits} — accuracy {c.accuracy:.3f} "
-                     f"(drop {c.drop:+.3f}), {c.out_tok_s:.0f} output tok/s at concurrency {c.concurrency}"
+        lines.append(f"{task}: deploy {c.variant}" + (" (blocked by the gate)" if c.blocked else ""))
+        lines.append(f"  why: best {objective} with {limits} — {c.why}")
+        lines.append(f"  {c.variant}: accuracy {c.accuracy:.3f} (drop {c.drop:+.3f}), {c.out_tok_s:.0f} output tok/s "
+                     f"at concurrency {c.concurrency}"
                      + (f", ${c.score:.3g} per million output tokens" if objective == "cost" else "")
                      + (f", {c.score / 1e6:.1f} MB for one sequence (weights and its KV cache)"
                         if objective == "memory" else ""))
+        if c.blocked:
+            lines.append(f"  blocked: the recipe's gate blocks {c.variant} ({c.blocked}); --exclude-blocked "
+                         "keeps it out")
         lines += [f"  not {name}: {why}" for name, why in c.rejected.items()]
         lines.append(f"  serve{f' ({engine}, as measured)' if engine else ''}: {commands[task]}")
         if exports:
@@ -47,7 +51,8 @@ def as_json(choices: dict[str, Choice | None], shared: str | None, commands: dic
         "one_variant_for_all": shared if len(choices) > 1 else None,
         "choices": {task: None if c is None else {
             "variant": c.variant, "accuracy": c.accuracy, "drop": c.drop, "output_tokens_per_s": c.out_tok_s,
-            "concurrency": c.concurrency, "serve_command": commands[task],
+            "concurrency": c.concurrency, "serve_command": commands[task], "why": c.why,
+            "interval": list(c.score_ci) if c.score_ci else None, "blocked": c.blocked,
             **({"export_command": exports[task]} if exports else {}), "rejected": c.rejected,
             **({"usd_per_million_output_tokens": c.score} if objective == "cost" else {}),
             **({"bytes_per_sequence": c.score} if objective == "memory" else {})}

@@ -188,6 +188,8 @@ def _check_unchanged_can_pass(task: str, base_items: ItemScores, policy: Gates, 
     if policy.rule != "non-inferiority":
         return
     same = paired_scores(base_items, base_items, task, policy.confidence, better_up)
+    if same.get("undecidable"):   # unbounded scores: the interval comes from the candidate's spread alone
+        return
     best_high = -same["ci95"][0]
     if best_high > margin + MARGIN_TOLERANCE:
         raise GateInputError(
@@ -229,8 +231,9 @@ def accuracy_check(task: str, base: dict, cand: dict, baseline: dict, candidate:
                                      f"(baseline {nb}, candidate {nc}, {n} in common); re-run on the same items, "
                                      f"or pass --allow-partial-overlap to gate on the {n} shared items")
         drop, low, high = -stats["diff"], -stats["ci95"][1], -stats["ci95"][0]
-        verdict = decide(policy.rule, drop, low, high, n, margin, policy.min_n, policy.confidence,
-                         stats["test"], stats["p"], stats.get("sd"))
+        verdict = (Verdict(INCONCLUSIVE, stats["undecidable"]) if stats.get("undecidable") else
+                   decide(policy.rule, drop, low, high, n, margin, policy.min_n, policy.confidence,
+                          stats["test"], stats["p"], stats.get("sd")))
         return Check(task, base["metric"], stats["baseline_mean"], stats["candidate_mean"], drop, margin, verdict,
                      stats, evidence, nb, nc, n)
     if policy.rule != "point":

@@ -1,7 +1,7 @@
 """Perf checks of `quant gate`, honest about noise.
 
-Throughput: with the headline level repeated on both sides (a workload listing it several times, e.g.
-concurrency: [16, 16, 16]), a Welch t interval on log(tok/s) gives the ratio's interval and decides like
+Throughput: with the headline level repeated on both sides (the workload's `repeats`, or a level listed
+several times), a Welch t interval on log(tok/s) gives the ratio's interval and decides like
 non-inferiority. With one run per side, a drop within `throughput_noise` of the limit is inconclusive.
 Latency SLOs on a p99: inconclusive when the p99 rests on fewer than 100 samples (it is then the maximum,
 interpolated, not a 99th percentile) or was not measured.
@@ -72,7 +72,7 @@ def throughput_check(baseline: dict, candidate: dict, policy: Gates) -> Check:
         evidence = "one run per side"
         reason = f"drop {drop:+.1%} vs limit {limit:.1%} (single runs, noise band +-{noise:.0%})"
         if outcome == INCONCLUSIVE:
-            reason += "; repeat the headline level (e.g. concurrency: [16, 16, 16]) to decide"
+            reason += "; repeat the headline level (the workload's repeats: 3) to decide"
     return Check("perf", "output_tok_s", base_mean, cand_mean, drop, limit, Verdict(outcome, reason),
                  evidence=evidence)
 

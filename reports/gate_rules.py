@@ -8,8 +8,10 @@ When the data cannot decide, the verdict is "inconclusive" with roughly how many
 "Significant" means the interval excludes 0, and the interval excludes 0 exactly when the named test's p <
 1 - confidence (exact McNemar for 0/1 items, paired t for graded ones, the paired cluster test for grouped
 ones), so a verdict never calls a drop significant beside a larger p. A margin decision compares an end of the
-interval with the margin, which is the interval's own test at the margin (for 0/1 items Tango's score test:
-evals/paired_binary.py), so the printed interval and the verdict never disagree.
+printed interval with the margin, so the interval and the verdict never disagree. For 0/1 items
+(evals/paired_binary.py) a non-inferiority pass compares the end away from 0, Tango's (his score test at the
+margin); a regression compares the end towards 0, which is Tango's where exact McNemar rejects "no difference"
+and 0 where it does not, so a regression needs both tests.
 """
 
 from __future__ import annotations

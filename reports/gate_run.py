@@ -10,6 +10,7 @@ from reports.family import Family, correct, family_confidence
 from reports.gate import (Check, GateInputError, check_policy_tasks, compare, load_policy, load_side, outcome,
                           pick_variant, undeployable)
 from reports.gate_rules import INCONCLUSIVE, PASS, REGRESSION
+from reports.perf_history import Lookup, history_checks
 
 
 @dataclass
@@ -51,9 +52,10 @@ def _candidates(results: dict, variant: str | None, baseline: dict, allow_undepl
 
 def run_gate(baseline_spec: str, candidate_spec: str, policy_path: str | None = None, rule: str | None = None,
              allow_partial_overlap: bool = False, allow_undeployable: bool = False,
-             allow_foreign_load: bool = False) -> GateRun:
+             allow_foreign_load: bool = False, perf_history: tuple[Lookup, int] | None = None) -> GateRun:
     """Every check of the candidate(s) against the baseline, the family's correction applied. GateInputError
-    for anything that is not a measured verdict."""
+    for anything that is not a measured verdict. perf_history: (the history's lookup, N): each candidate's
+    perf against the last N earlier runs of the same checkpoint, engine configuration and hardware too."""
     base_results, base_variant = load_side(baseline_spec)
     cand_results, cand_variant = load_side(candidate_spec)
     baseline = pick_variant(base_results, base_variant, default_baseline=True, label="--baseline")
@@ -72,4 +74,9 @@ def run_gate(baseline_spec: str, candidate_spec: str, policy_path: str | None = 
              for c in candidates}
     correct([check for checks in gated.values() for check in checks if check.task in tasks and
              check.comparison], family)
+    if perf_history:
+        lookup, window = perf_history
+        found = history_checks(cand_results, list(gated), lookup, window, policy.perf.max_throughput_drop)
+        for name, check in found.items():
+            gated[name].append(check)
     return GateRun(baseline["name"], policy.rule, source, gated, not_gated, family)

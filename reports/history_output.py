@@ -16,6 +16,19 @@ def runs_table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def perf_table(variant: str, rows: list[dict]) -> str:
+    """A variant's headline output tok/s per recorded run, oldest first (quant.history.perf_over_time)."""
+    lines = [f"{variant}: headline output tok/s per run (median [95% interval] where measured; † foreign load)",
+             f"{'run id':<25} {'started':<21} {'engine':<14} {'concurrency':>11} {'out tok/s':>10}  interval"]
+    for r in rows:
+        ci = f"[{r['ci95'][0]:.0f}, {r['ci95'][1]:.0f}]" if r.get("ci95") else "-"
+        runs = f" x{r['repeats']}" if r.get("repeats", 1) > 1 else ""
+        lines.append(f"{r['run_id']:<25} {(r['started'] or '')[:19]:<21} {str(r['version'] or '-')[:14]:<14} "
+                     f"{r['identity']['workload']['concurrency']:>11} {r['tok_s']:>10.0f}  {ci}{runs}"
+                     + (" †" if r["foreign"] else ""))
+    return "\n".join(lines)
+
+
 def deltas_table(rows: list[dict]) -> str:
     if not rows:
         return "the two runs share no variant and task"

@@ -83,7 +83,7 @@ def _perf_row(r) -> list[tuple[str, str]]:
 
 
 def render_html(results: Results, png: Path | None, run_dir: Path | None = None,
-                context_png: Path | None = None) -> str:
+                context_png: Path | None = None, history_png: Path | None = None) -> str:
     name = e(str(results.recipe_name))
     flips = flips_section(results, run_dir)
     parts = [f"<!doctype html><meta charset='utf-8'><meta name='viewport' content='width=device-width, "
@@ -113,6 +113,12 @@ def render_html(results: Results, png: Path | None, run_dir: Path | None = None,
                  + (f"<p>{e(FOREIGN_LOAD_FOOTNOTE.replace('`', ''))}</p>"
                     if any(r.foreign_cores is not None for r in rows) else "")
                  + "</section>")
+    if history_png and history_png.exists():
+        data = base64.b64encode(history_png.read_bytes()).decode()
+        parts.append("<section id='perf-history'><h2>Performance over time</h2><p>Headline output tokens/s of "
+                     "each variant in the earlier runs of the same checkpoint, engine configuration and hardware "
+                     "(from the run history) and in this run; hollow: measured under foreign load.</p><img "
+                     f"alt='output tokens/s over time' src='data:image/png;base64,{data}'></section>")
     parts.append("<h2>Checkpoints</h2>" + _table(CHECKPOINT_HEADERS, [_plain(row) for row in checkpoint_rows(results)]))
     if placements := placement_rows(results):
         parts.append("<h2>Where perf was measured</h2>" + _table(PLACEMENT_HEADERS, [_plain(r) for r in placements]))

@@ -51,8 +51,12 @@ FOREIGN_LOAD_FOOTNOTE = ("† measured under foreign load: other processes took 
 
 
 def tok_s_cell(r) -> str:
-    """Output tokens/s, marked where a headline run was measured under foreign load."""
-    return num(r.out_tok_s, ".0f") + (f" † ({r.foreign_cores:.2f})" if r.foreign_cores is not None else "")
+    """Output tokens/s (the median where the level was repeated) with its 95% interval, marked where a headline
+    run was measured under foreign load."""
+    ci = f" [{r.tok_s_ci[0]:.0f}, {r.tok_s_ci[1]:.0f}]" if r.tok_s_ci and r.out_tok_s is not None else ""
+    runs = f" ×{r.repeats}" if r.repeats and r.repeats > 1 and r.out_tok_s is not None else ""
+    return (num(r.out_tok_s, ".0f") + ci + runs
+            + (f" † ({r.foreign_cores:.2f})" if r.foreign_cores is not None else ""))
 
 
 def p99_unreliable(r) -> bool:
@@ -82,7 +86,11 @@ def legend(results: Results) -> str:
             "token first there. *recovery*: the variant's score over the baseline's (the baseline's over the "
             "variant's where lower is better); *length ratio*: mean tokens of its generated answers over the "
             "baseline's. Perf at concurrency "
-            f"{headline_concurrency(results)} (highest measured level). *goodput*: requests/s meeting every SLO "
+            f"{headline_concurrency(results)} (highest measured level); out tok/s with its 95% interval: ×k "
+            "marks the median of k repeats of the level, its interval a t interval on the repeats' logarithms; "
+            "with one run, the interval its requests allow, which leaves run-to-run noise out; "
+            "the latency columns of a repeated level are medians of the repeats. *goodput*: requests/s meeting "
+            "every SLO "
             "bound; *max rate*: the highest rate a rate search found to meet the SLO; *$/M out tok*: the recipe's "
             "price of an accelerator-hour times the accelerators the engine holds, per million output tokens at "
             "that rate. *KV/tok*: KV-cache bytes per "

@@ -30,20 +30,23 @@ def gate_outcomes(run: str, variants: list[str]) -> dict[str, tuple[int, str]]:
     return out
 
 
-def choice(results: dict, objective: str) -> tuple[int, str]:
-    """The exit code of `quant choose` with this objective, and what it picks in a few words."""
+def choice(results: dict, objective: str, blocked: dict[str, str] | None = None) -> tuple[int, str]:
+    """The exit code of `quant choose` with this objective, and what it picks in a few words (a pick the gate
+    blocks, `blocked`, named as such, as `quant choose` names it)."""
     from reports.choose import ChooseError, choose, recipe_max_drop
     from reports.table import tasks_of
 
     tasks = tasks_of(results)
     try:
-        picks, _ = choose(results, tasks, recipe_max_drop(results, tasks), [], objective)
+        picks, _ = choose(results, tasks, recipe_max_drop(results, tasks), [], objective, blocked)
     except ChooseError as exc:
         return BAD_INPUT, str(exc)[:80]
     chosen: dict[str, list[str]] = {}
     for task, pick in picks.items():
         chosen.setdefault(pick.variant if pick else "nothing", []).append(task)
-    said = "; ".join(f"{name} for {'every task' if len(ts) == len(tasks) else ', '.join(ts)}"
+    blocked = blocked or {}
+    said = "; ".join(f"{name}{' (blocked by the gate)' if name in blocked else ''} for "
+                     f"{'every task' if len(ts) == len(tasks) else ', '.join(ts)}"
                      for name, ts in chosen.items())
     return (OK if all(picks.values()) else FAILED), said
 
@@ -72,7 +75,7 @@ def decided(run_dir: Path) -> list[dict]:
         rows.append({"args": ["diff", "--baseline", RUN, "--candidate", f"{RUN}:{blocked}"], "exit": OK,
                      "comment": "the items it lost, answers side by side"})
     for objective, flag in (("throughput", []), ("memory", ["--objective", "memory"])):
-        code, said = choice(results, objective)
+        code, said = choice(results, objective, {n: gates[n][1] for n in variants if gates[n][1] == REGRESSION})
         rows.append({"args": ["choose", RUN, *flag], "exit": code, "comment": said})
     return rows
 

@@ -45,8 +45,13 @@ def _render(out: Path, results: dict) -> list[Path]:
     write_text(md, render_markdown(document, out))
     render_pareto_png(document, png)
     context = render_context_png(document, layout.long_context_png)
-    write_text(page, render_html(document, png, out, context))
-    return [md, png, *([context] if context else []), page, write_perf_csv(out, results),
+    history = None
+    if layout.perf_history.is_file():
+        from reports.history_plot import render_history_png
+        history = render_history_png(layout.perf_history, layout.perf_history_png)
+    write_text(page, render_html(document, png, out, context, history))
+    return [md, png, *([context] if context else []), *([history] if history else []), page,
+            write_perf_csv(out, results),
             *write_vllm_bench(out, results), write_next_steps(out)]
 
 
@@ -60,6 +65,8 @@ def reports_key(out: Path, results: dict) -> str:
                 for name, record in results.get("variants", {}).items()}
     items = sorted(p for p in (out / "variants").glob("*/evals/*.jsonl")) if (out / "variants").is_dir() else []
     renderers = sorted(Path(__file__).parent.glob("*.py"))
+    history = RunLayout(out).perf_history
+    items += [history] if history.is_file() else []   # the history plot's source
     return digest("reports", shown, variants, [(str(p.relative_to(out)), file_digest(p)) for p in items],
                   source_digest(*renderers), versions("matplotlib"))
 

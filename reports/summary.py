@@ -15,7 +15,7 @@ from core.run_layout import RunLayout
 from reports.choose import ChooseError, choose, deploy_command, export_command, recipe_max_drop
 from reports.gate import (GateInputError, check_policy_tasks, compare, load_policy, outcome, pick_variant,
                           undeployable)
-from reports.gate_rules import PASS
+from reports.gate_rules import PASS, REGRESSION
 
 BASELINE, UNDEPLOYABLE, CANNOT_GATE = "baseline", "cannot be deployed", "cannot gate"
 
@@ -84,13 +84,20 @@ def gate_lines(results: Results, run_dir: Path | None) -> tuple[str, list[GateLi
     return f"rule {policy.rule}, {source}", lines
 
 
-def task_picks(results: Results, run_dir: Path | None = None) -> list[TaskPick]:
+def blocked_variants(lines: list[GateLine]) -> dict[str, str]:
+    """Variant -> why the recipe's gate blocks it: a regression on some check, or it cannot be deployed."""
+    return {line.variant: f"{line.outcome}: {line.deciding}" for line in lines
+            if line.outcome in (REGRESSION, UNDEPLOYABLE)}
+
+
+def task_picks(results: Results, run_dir: Path | None = None, gates: list[GateLine] | None = None) -> list[TaskPick]:
     tasks = results.tasks()
     if not tasks or results.usable():
         return []
     try:
         max_drop = recipe_max_drop(results, tasks)
-        choices, _ = choose(results, tasks, max_drop)
+        blocked = blocked_variants(gates if gates is not None else gate_lines(results, run_dir)[1])
+        choices, _ = choose(results, tasks, max_drop, blocked=blocked)
     except (ChooseError, ValidationError) as exc:
         return [TaskPick(t, None, str(exc).splitlines()[0]) for t in tasks]
     picks = []
@@ -98,8 +105,8 @@ def task_picks(results: Results, run_dir: Path | None = None) -> list[TaskPick]:
         if c is None:
             picks.append(TaskPick(task, None, f"no served variant within drop {max_drop[task]:.3f}"))
         else:
-            why = (f"highest output tok/s within drop {max_drop[task]:.3f} (accuracy {c.accuracy:.3f}, "
-                   f"drop {c.drop:+.3f})")
+            why = (f"within drop {max_drop[task]:.3f} (accuracy {c.accuracy:.3f}, drop {c.drop:+.3f}): {c.why}"
+                   + (f"; blocked by the gate ({c.blocked})" if c.blocked else ""))
             picks.append(TaskPick(task, c.variant, why, deploy_command(results, c.variant),
                                   export_command(run_dir, c.variant)))
     return picks
@@ -109,4 +116,4 @@ def summarize(results: Results, run_dir: Path | None) -> Summary:
     if results.usable():
         return Summary("-", [], [])
     policy, gates = gate_lines(results, run_dir)
-    return Summary(policy, gates, task_picks(results, run_dir))
+    return Summary(policy, gates, task_picks(results, run_dir, gates))

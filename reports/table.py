@@ -43,6 +43,8 @@ class Row:
     top1: float | None = None          # top-1 next-token agreement with the baseline, beside the KL
     length_ratio: float | None = None  # mean generated tokens relative to the baseline's
     usd_per_mtok: float | None = None  # dollars per million output tokens at the headline point (reports.cost)
+    tok_s_ci: tuple | None = None      # out_tok_s's 95% interval (perf/repeats.py: across repeats, or within one)
+    repeats: int | None = None         # runs of the headline level behind out_tok_s (its median where several)
     pareto: bool = False
 
 
@@ -50,6 +52,33 @@ def headline_point(variant: VariantRecord) -> PerfPoint | None:
     """The perf point a table shows: the highest concurrency of the first closed-loop workload."""
     points = headline_points(variant)
     return points[0] if points else None
+
+
+def headline_summary(variant: VariantRecord) -> dict | None:
+    """The headline level's figures over its repeats ({repeats, method, figures: {name: {median, ci95}}}):
+    as the sweep stored them, else from its points (runs made before levels were summarised)."""
+    from perf.repeats import summarise_level
+
+    points = headline_points(variant)
+    if not points:
+        return None
+    workload = next(w for w in variant.perf.values() if any(p is points[0] for p in w.points))
+    for level in workload.levels:
+        if level.concurrency == points[0].concurrency and level.repeats == len(points):
+            return level.dump()
+    return summarise_level([p.dump() for p in points])
+
+
+def headline_figure(variant: VariantRecord, name: str) -> tuple[float | None, tuple | None, int]:
+    """(median, 95% interval or None, repeats) of one headline figure, e.g. output_tokens_per_s, ttft_ms.p99."""
+    summary = headline_summary(variant)
+    if not summary:
+        return None, None, 0
+    figure = summary["figures"].get(name)
+    if figure is None:
+        return None, None, summary["repeats"]
+    ci = figure.get("ci95")
+    return figure["median"], tuple(ci) if ci and None not in ci else None, summary["repeats"]
 
 
 def headline_points(variant: VariantRecord) -> list[PerfPoint]:
@@ -124,15 +153,20 @@ def rows_for_task(results: Results, task: str, run_dir: Path | None = None) -> l
     for name, v in results.variants.items():
         acc = v.accuracy.get(task)
         point = headline_point(v)
-        latency = lambda stats: stats.p99 if stats is not None else None
+        tok_s, tok_s_ci, repeats = headline_figure(v, "output_tokens_per_s")
+        several = repeats > 1   # the tables show the median of the repeats
+        latency = lambda stats, name: (headline_figure(v, name)[0] if several else
+                                       stats.p99 if stats is not None else None)
         rows.append(Row(
             variant=name, status=v.status, backend=(acc.backend if acc and acc.backend is not None else "-"),
             accuracy=acc.value if acc else None, ci95=tuple(acc.ci95) if acc else None,
             n=acc.n if acc else 0,
             delta=(acc.value - base.value) if acc and base else None,
-            out_tok_s=point.output_tokens_per_s if point else None,
-            ttft_p99_ms=latency(point.ttft_ms) if point else None, tpot_p99_ms=latency(point.tpot_ms) if point else None,
-            e2e_p99_ms=latency(point.e2e_ms) if point else None,
+            out_tok_s=(tok_s if several else point.output_tokens_per_s) if point else None,
+            tok_s_ci=tok_s_ci, repeats=repeats or None,
+            ttft_p99_ms=latency(point.ttft_ms, "ttft_ms.p99") if point else None,
+            tpot_p99_ms=latency(point.tpot_ms, "tpot_ms.p99") if point else None,
+            e2e_p99_ms=latency(point.e2e_ms, "e2e_ms.p99") if point else None,
             p99_samples=p99_samples(point), foreign_cores=foreign_cores(v),
             size_bytes=v.size_bytes, rss_bytes=v.memory.server_rss_bytes, gpu_bytes=v.memory.server_gpu_bytes,
             kv_bytes_per_token=kv_memory.kv_bytes_per_token(v), max_sequences=kv_memory.max_sequences(v),
@@ -143,7 +177,8 @@ def rows_for_task(results: Results, task: str, run_dir: Path | None = None) -> l
             max_rate_meeting_slo=max_rate_meeting_slo(v),
             recovery=recovery(base, acc), length_ratio=length_ratio(base, acc),
             top1=acc.kl.top1_agreement.value if acc and acc.kl and acc.kl.top1_agreement else None,
-            usd_per_mtok=usd_per_million_tokens(results, name, point.output_tokens_per_s if point else None)))
+            usd_per_mtok=usd_per_million_tokens(results, name, (tok_s if several else point.output_tokens_per_s)
+                                                if point else None)))
     mark_pareto(rows)
     return rows
 

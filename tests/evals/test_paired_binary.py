@@ -124,3 +124,12 @@ def test_items_needed_decide_about_80_percent_of_reruns():
     low, high = paired_binary_interval(sim_lost, sim_gained, big)
     decided = np.mean((-low <= margin) | (-high > margin))
     assert 0.75 <= decided <= 0.85, decided
+
+
+def test_the_benchmarks_newcombe_reference_is_newcombes_published_interval():
+    """Newcombe (1998) method 10 with his continuity correction to phi, on Fagerland, Lydersen & Laake's
+    example (59 both, 6 and 16 discordant, 80 neither): -0.1186..-0.0046 as published."""
+    from benchmarks.interval_coverage import newcombe
+
+    low, high = newcombe(np.float64(59), np.float64(16), np.float64(6), np.float64(80))
+    assert (round(float(low), 4), round(float(high), 4)) == (-0.1186, -0.0046)

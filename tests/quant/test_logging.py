@@ -112,3 +112,24 @@ def test_a_cut_generation_is_a_warning_once_then_debug(caplog):
         lm._generation_cut(120, 256)
     assert [r.levelno for r in caplog.records] == [logging.WARNING, logging.DEBUG]
     assert "a prompt of 100 tokens leaves 28 of the 256 tokens asked for within max_model_len 128" in caplog.text
+
+
+def test_start_up_warnings_are_one_line_unless_they_change_what_is_measured(tmp_path, caplog):
+    from perf.engines.warning_kinds import split_warnings
+    from quant.sweep import report_engine_warnings
+
+    warnings = ["WARNING libtcmalloc is not found, which may cause performance degradation",
+                "WARNING Pin memory is not supported on CPU.",
+                "WARNING Default sampling parameters have been overridden by the model's generation config.",
+                "WARNING The chat template looks like another product's messages; set --chat-template to override",
+                "WARNING CUDA graph is not supported on CPU, fallback to the eager mode.",
+                "WARNING Prefix caching is disabled for this model",
+                "WARNING Using a slow reference kernel for W8A8 on this CPU"]
+    kept, routine = split_warnings(warnings)
+    assert kept == warnings[4:] and routine == warnings[:4]
+    record: dict = {}
+    with caplog.at_level(logging.WARNING, logger="quant.sweep"):
+        report_engine_warnings("w8", warnings, tmp_path / "server.log", record)
+    lines = [r.getMessage() for r in caplog.records]
+    assert record["engine_warnings"] == kept and len(lines) == 4
+    assert "4 other warning(s), none that changes what is measured" in lines[-1] and "server.log" in lines[-1]

@@ -81,7 +81,10 @@ def test_perf_csv_one_row_per_variant_workload_level(run):
         ("q", "poisson", "rate", "2.5", "ok"), ("q", "w", "", "", "ok"),   # a workload q was not measured on
         ("unserved", "chat", "", "", "unsupported"), ("unserved", "poisson", "", "", "unsupported"),
         ("unserved", "w", "", "", "unsupported")]
-    assert list(rows[0]) == ["variant", "status", "workload", "level_kind", "level_value", *VLLM_KEYS]
+    assert list(rows[0])[:5 + len(VLLM_KEYS)] == ["variant", "status", "workload", "level_kind", "level_value",
+                                                  *VLLM_KEYS]
+    assert rows[4]["repeat"] == "1" and rows[4]["level_repeats"] == "1"
+    assert float(rows[4]["output_tokens_per_s_median"]) == float(rows[4]["output_throughput"])
     q16 = rows[4]
     assert float(q16["median_ttft_ms"]) == 18.0 and float(q16["request_throughput"]) == 19.8
     assert q16["p99_ttft_ms"] == "40.0" and rows[3]["request_rate"] == "inf"
