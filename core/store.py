@@ -136,11 +136,12 @@ class Cache:
         return own
 
     def has(self, stage: str, key: str) -> bool:
-        if self._reusable(self.root / stage / key):
+        own = self.root / stage / key
+        if self._reusable(own):
             return True
         if self.read_from is not None and self._reusable(self.read_from / stage / key):
             return True
-        return self.remote is not None and self._download(stage, key)
+        return self.remote is not None and own not in self._refused and self._download(stage, key)
 
     def _reusable(self, entry: Path) -> bool:
         try:
