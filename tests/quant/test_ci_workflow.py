@@ -1,10 +1,12 @@
 """examples/ci as a user copies it, run step by step on a demo recipe (tests/workflow_runner.py runs the `run:`
 steps in bash and stands in for what GitHub provides; tests/standin_engine.py serves the variants, so a sweep
 takes seconds): a release publishes its run with the per-item files (or, before any release, a run by hand
-creates the first); a pull request's job checks the runner with `quant doctor`, fetches the baseline, sweeps
-the candidate from the stage cache kept on the runner's disk (--cache-dir), gates it with the shipped policy,
-comments, and ends as it should — success for a pass, failure for a regression and for an inconclusive check,
-each with its JUnit and comment. The shipped policy is the gated recipe's own; actionlint checks both files."""
+creates the first); a pull request's job checks the runner with `quant doctor`, takes the policy from the base
+branch, fetches the newest baseline, sweeps the candidate reading the trusted stage cache and writing only its
+own, gates it, comments, and ends as it should — success for a pass, failure for a regression and for an
+inconclusive check, each with its JUnit and comment; a fork runs only once labelled; a forged cache entry is
+rebuilt; a merged candidate that passes is exported. The shipped policy is the gated recipe's own; actionlint
+and zizmor check both files."""
 
 from __future__ import annotations
 
