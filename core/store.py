@@ -13,12 +13,14 @@ import filecmp
 import json
 import os
 import shutil
+import sys
 import tempfile
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any, Iterator
 
 from core.owners import is_leftover, owner_tag
+from core.provenance import MARKER, current_trust, refusal, seal
 
 def _fsync(path: str | Path, directory: bool = False) -> None:
     fd = os.open(path, os.O_RDONLY | (os.O_DIRECTORY if directory else 0))
@@ -93,14 +95,20 @@ def remove_leftovers(directory: Path, recursive: bool = False) -> list[Path]:
 
 
 class Cache:
-    """cache_root/<stage>/<key>/ holds one finished stage output; `done` marks it complete.
+    """cache_root/<stage>/<key>/ holds one finished stage output; `done` marks it complete and records who wrote
+    it and a digest of its files (core.provenance): an entry this run's trust level must not reuse is rebuilt.
 
     With a remote (core.remote: a cache at an fsspec URL), root is this node's mirror of it: a stage another
-    node finished is downloaded on first `has`, and a stage finished here is uploaded, `done` last."""
+    node finished is downloaded on first `has`, and a stage finished here is uploaded, `done` last.
+    read_from: a further cache whose finished stages are reused but never written (a CI job's view of the
+    trusted cache, from QUANT_CACHE_READ_FROM)."""
 
-    def __init__(self, root: Path, remote=None) -> None:
+    def __init__(self, root: Path, remote=None, trust: str | None = None, read_from: Path | None = None) -> None:
         self.root = Path(root)
         self.remote = remote
+        self.trust = trust or current_trust()
+        self.read_from = Path(read_from) if read_from else None
+        self._refused: set[Path] = set()
 
     @classmethod
     def at(cls, where: str | Path) -> Cache:
@@ -108,7 +116,7 @@ class Cache:
         from core.remote import locate
 
         location = locate(where, "cache")
-        return cls(location.local, location.remote)
+        return cls(location.local, location.remote, read_from=os.environ.get("QUANT_CACHE_READ_FROM") or None)
 
     def __str__(self) -> str:
         return self.remote.url if self.remote else str(self.root)
@@ -116,27 +124,49 @@ class Cache:
     def __reduce__(self):
         """Shipped to another process (a Ray worker, maybe on another node), a cache at a URL mirrors it where
         it lands: the sender's mirror path means nothing there."""
-        return (Cache.at, (self.remote.url,)) if self.remote else (Cache, (self.root,))
+        if self.remote:
+            return (Cache.at, (self.remote.url,))
+        return (Cache, (self.root, None, self.trust, self.read_from))
 
     def path(self, stage: str, key: str) -> Path:
-        return self.root / stage / key
+        """Where the entry is read from: this cache's own, or read_from's where only that one is reusable."""
+        own = self.root / stage / key
+        if self.read_from is not None and not self._reusable(own) and self._reusable(self.read_from / stage / key):
+            return self.read_from / stage / key
+        return own
 
     def has(self, stage: str, key: str) -> bool:
-        if (self.path(stage, key) / "done").exists():
+        own = self.root / stage / key
+        if self._reusable(own):
             return True
-        return self.remote is not None and self._download(stage, key)
+        if self.read_from is not None and self._reusable(self.read_from / stage / key):
+            return True
+        return self.remote is not None and own not in self._refused and self._download(stage, key)
+
+    def _reusable(self, entry: Path) -> bool:
+        try:
+            record = (entry / MARKER).read_text()
+        except (FileNotFoundError, NotADirectoryError):
+            return False
+        reason = refusal(entry, record, self.trust)
+        if reason and entry not in self._refused:
+            self._refused.add(entry)
+            print(f"stage cache: not reusing {entry}: {reason}; rebuilding it", file=sys.stderr)
+        return reason is None
 
     def _download(self, stage: str, key: str) -> bool:
         if not self.remote.exists(f"{stage}/{key}/done"):
             return False
         build = self.staging(stage, key)
         try:
-            self.remote.download_dir(f"{stage}/{key}", build, skip=frozenset({"done"}))
-            self._commit_here(stage, key, build)
+            self.remote.download_dir(f"{stage}/{key}", build)
+            record = (build / MARKER).read_text()
+            (build / MARKER).unlink()
+            final = self._commit_here(stage, key, build, record)
         except BaseException:
             shutil.rmtree(build, ignore_errors=True)
             raise
-        return True
+        return self._reusable(final)
 
     def commit(self, stage: str, key: str, build_dir: Path) -> Path:
         """Move a fully built directory into place; the `done` marker is written last, after the data is
@@ -146,8 +176,9 @@ class Cache:
             self.remote.upload_dir(final, f"{stage}/{key}", last="done")
         return final
 
-    def _commit_here(self, stage: str, key: str, build_dir: Path) -> Path:
-        final = self.path(stage, key)
+    def _commit_here(self, stage: str, key: str, build_dir: Path, record: str | None = None) -> Path:
+        """record: the `done` marker an entry came with from elsewhere; None seals it as this run's."""
+        final = self.root / stage / key
         final.parent.mkdir(parents=True, exist_ok=True)
         for path in sorted(Path(build_dir).rglob("*")):
             if path.is_file() and not path.is_symlink():
@@ -156,7 +187,8 @@ class Cache:
             shutil.rmtree(final)
         os.replace(build_dir, final)
         _fsync(final.parent, directory=True)
-        write_text(final / "done", "")
+        self._refused.discard(final)
+        write_text(final / MARKER, seal(final, self.trust) if record is None else record)
         return final
 
     @contextmanager

@@ -62,6 +62,7 @@ def cmd_sweep(args) -> int:
         return fail(args, str(exc))
     recipe, _ = check_file(args.recipe)   # every problem at once (RecipeError: exit 2), before any work
     from evals.sandbox import IsolationRequired   # the sweep's modules only for a recipe that can run
+    from core.provenance import TrustError
     from perf.engines.process import EngineStartError
     from quant.models import ModelNotFound
     from quant.progress import Reporter
@@ -76,7 +77,7 @@ def cmd_sweep(args) -> int:
                             only=args.only, retry_failed=args.retry_failed,
                             allow_unisolated_code=args.allow_unisolated_code, device=args.device,
                             allow_long_cpu_eval=args.allow_long_cpu_eval)
-    except (ModelNotFound, EngineStartError, IsolationRequired, RemoteError) as exc:
+    except (ModelNotFound, EngineStartError, IsolationRequired, RemoteError, TrustError) as exc:
         return fail(args, str(exc))
     except OSError as exc:
         if exc.errno not in (errno.ENOSPC, errno.EDQUOT):

@@ -9,7 +9,9 @@ it has `continue-on-error: true`. What GitHub itself provides stands in here:
 - `actions/cache/restore` and `actions/cache/save`: a directory of saved caches, restored by exact key or the
   newest whose key starts with one of `restore-keys`;
 - `actions/upload-artifact`: the paths are copied to an artifacts directory;
-- `secrets.NAME`: the runner's `secrets` (unset ones are '', as on GitHub);
+- `secrets.NAME`: the runner's `secrets` (unset ones are '', as on GitHub); `vars.NAME`: the runner's `vars`;
+- a pull request from a fork (its head repository is not this one): no secrets, and a token that can only read;
+- a job's `if:` (false: the job is skipped); `$GITHUB_STEP_SUMMARY`, a file in the job's temp directory;
 - the `gh` CLI: tools/gh, a stand-in that serves `release download|upload` from a releases directory and
   records `pr comment`, and that refuses what the job's `permissions:` do not grant its token (GitHub's
   HTTP 403), as GitHub scopes GITHUB_TOKEN.
@@ -35,6 +37,7 @@ import yaml
 EXPRESSION = re.compile(r"\$\{\{\s*(.*?)\s*\}\}")
 # GitHub's default for a repository's GITHUB_TOKEN where a workflow sets no `permissions:` (restricted).
 DEFAULT_PERMISSIONS = {"contents": "read", "metadata": "read", "packages": "read"}
+REPOSITORY = "team/models"   # the repository the workflows run in
 
 
 class Null(str):
@@ -100,6 +103,7 @@ class Runner:
     machine_env: dict[str, str]
     skip: dict[str, str] = field(default_factory=dict)   # step id -> the command it must be (not run here)
     secrets: dict[str, str] = field(default_factory=dict)   # the repository's secrets (`secrets.NAME`)
+    vars: dict[str, str] = field(default_factory=dict)      # the repository's variables (`vars.NAME`)
     runs: int = 0
 
     def run_job(self, workflow: dict, job: str, event: dict, env: dict[str, str] | None = None) -> Job:
@@ -109,18 +113,35 @@ class Runner:
         spec = workflow["jobs"][job]
         temp = self.state / "temp" / str(self.runs)
         temp.mkdir(parents=True)
+        payload = event.get("payload", {})
         github = Context(token="ghs_standin", run_id=str(1000 + self.runs), event_name=event["name"],
-                         ref_name=event.get("ref_name", "main"), sha=f"{self.runs:040x}",
-                         event=event.get("payload", {}), workspace=str(self.workspace))
+                         ref_name=event.get("ref_name", "main"), sha=f"{self.runs:040x}", repository=REPOSITORY,
+                         event=payload, workspace=str(self.workspace))
+        head = payload.get("pull_request", {}).get("head", {}).get("repo", {}).get("full_name", REPOSITORY)
+        fork = event["name"] == "pull_request" and head != REPOSITORY
+        granted = permissions(workflow, job)
+        if fork:   # GitHub gives a fork's pull request a read-only token and no secrets
+            granted = {scope: "read" for scope in granted}
+        secrets, self.secrets = self.secrets, ({} if fork else self.secrets)
+        try:
+            return self._run_job(workflow, spec, github, temp, granted, env)
+        finally:
+            self.secrets = secrets
+
+    def _run_job(self, workflow: dict, spec: dict, github: Context, temp: Path, granted: dict,
+                 env: dict[str, str] | None) -> Job:
+        summary = temp / "step-summary.md"
         base_env = {**self.machine_env, "CI": "true", "GITHUB_ACTIONS": "true",
                     "GITHUB_WORKSPACE": str(self.workspace), "GITHUB_EVENT_NAME": github.event_name,
                     "GITHUB_REF_NAME": github.ref_name, "GITHUB_RUN_ID": github.run_id, "GITHUB_SHA": github.sha,
-                    "RUNNER_TEMP": str(temp), "GH_STANDIN_STATE": str(self.state),
-                    "GH_STANDIN_PERMISSIONS": json.dumps(permissions(workflow, job)),
+                    "RUNNER_TEMP": str(temp), "GH_STANDIN_STATE": str(self.state), "GITHUB_STEP_SUMMARY": str(summary),
+                    "GH_STANDIN_PERMISSIONS": json.dumps(granted),
                     "PATH": f"{Path(__file__).parent / 'tools'}{os.pathsep}{self.machine_env.get('PATH', '')}"}
         env_ctx = Context()
         for layer in (workflow.get("env") or {}, env or {}, spec.get("env") or {}):
             env_ctx.update({k: self._substitute(str(v), github, env_ctx, temp) for k, v in layer.items()})
+        if not self._holds(str(spec.get("if", "success()")), github, env_ctx, temp, Job("success")):
+            return Job("skipped")
         result = Job("success")
         for raw in spec["steps"]:
             name = raw.get("name") or raw.get("uses") or raw["run"].splitlines()[0]
@@ -160,7 +181,7 @@ class Runner:
         python = re.sub(r"!(?!=)", " not ", expression.replace("&&", " and ").replace("||", " or "))
         python = re.sub(r"\btrue\b", "True", re.sub(r"\bfalse\b", "False", python))
         names = {"github": github, "env": env, "runner": Context(temp=str(temp), os="Linux"),
-                 "secrets": Context(self.secrets),
+                 "secrets": Context(self.secrets), "vars": Context(self.vars),
                  "always": lambda: True, "success": lambda: not failed, "failure": lambda: failed,
                  "cancelled": lambda: False, "hashFiles": hash_files}
         return eval(python, {"__builtins__": {}}, names)   # noqa: S307 - our own workflow files, in a test

@@ -1,0 +1,89 @@
+"""Who wrote a stage cache entry, and whether its files are still what they wrote.
+
+A finished entry's `done` marker holds a record: the trust level of the run that wrote it (QUANT_CACHE_TRUST:
+`trusted`, the default, or `pull-request` for a job running code nobody reviewed yet), the suite's version and
+source digest, and a digest of the entry's files. A run reuses an entry only if its writer was at least as
+trusted as the run itself and its files still match the digest; anything else (a marker without a record, a
+less trusted writer, a file changed since) is rebuilt, not served. Where the cache lives does not matter: the
+record travels with the entry.
+
+The record tells mistakes and unreviewed writers apart; it is not a signature. Against someone who can write
+the directory on purpose, the directory's permissions are the protection (docs/deciding.md, "In CI").
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+from pathlib import Path
+
+from core.hashing import digest, file_digest, versions
+
+TRUST_LEVELS = ("pull-request", "trusted")   # least trusted first
+DEFAULT_TRUST = "trusted"
+MARKER = "done"
+_verified: dict[str, str] = {}   # entry path -> the files' stamp when this process last checked their contents
+
+
+class TrustError(ValueError):
+    """QUANT_CACHE_TRUST names no trust level."""
+
+
+def current_trust() -> str:
+    trust = os.environ.get("QUANT_CACHE_TRUST") or DEFAULT_TRUST
+    if trust not in TRUST_LEVELS:
+        raise TrustError(f"QUANT_CACHE_TRUST={trust!r} is not a trust level; use one of: {', '.join(TRUST_LEVELS)}")
+    return trust
+
+
+def seal(entry: Path, trust: str) -> str:
+    """The record to write as the `done` marker of a finished entry (its files in place, the marker not yet)."""
+    files = _files(entry)
+    record = {"trust": trust, "suite": versions("quant-suite")["quant-suite"], "source": _source_digest(),
+              "digest": _content(entry, files), "stamp": _stamp(entry, files)}
+    _verified[str(entry)] = record["stamp"]
+    return json.dumps(record, sort_keys=True) + "\n"
+
+
+def refusal(entry: Path, record_text: str, trust: str) -> str | None:
+    """Why a run at `trust` must not reuse this entry, or None. The files' contents are hashed only when they
+    were touched since they were sealed (or since this process last checked them)."""
+    try:
+        record = json.loads(record_text)
+        writer, sealed = record["trust"], record["digest"]
+    except (ValueError, TypeError, KeyError):
+        return "its marker records no writer (an older suite, or not written by one)"
+    if writer not in TRUST_LEVELS or TRUST_LEVELS.index(writer) < TRUST_LEVELS.index(trust):
+        return f"written by a {writer!r} run; this run is {trust!r}"
+    files = _files(entry)
+    stamp = _stamp(entry, files)
+    if stamp in (record.get("stamp"), _verified.get(str(entry))):
+        return None
+    if _content(entry, files) != sealed:
+        return "its files no longer match the digest they were written with"
+    _verified[str(entry)] = stamp
+    return None
+
+
+def _files(entry: Path) -> list[Path]:
+    return sorted(p for p in entry.rglob("*") if p.is_file() and p != entry / MARKER)
+
+
+def _content(entry: Path, files: list[Path]) -> str:
+    return digest([(str(p.relative_to(entry)), file_digest(p)) for p in files])
+
+
+def _stamp(entry: Path, files: list[Path]) -> str:
+    """Changes whenever any file is written, replaced, added or removed later than one tick of the file
+    system's clock (a few ms) after the stamp was taken: ctime cannot be set back."""
+    stats = [(str(p.relative_to(entry)), s.st_ino, s.st_size, s.st_mtime_ns, s.st_ctime_ns)
+             for p in files for s in [p.stat()]]
+    return digest(stats)
+
+
+@functools.lru_cache(maxsize=1)
+def _source_digest() -> str:
+    root = Path(__file__).resolve().parent.parent
+    sources = sorted(p for d in ("core", "quant", "quantize", "evals", "perf", "reports") for p in (root / d).rglob("*.py"))
+    return digest([(str(p.relative_to(root)), file_digest(p)) for p in sources])
