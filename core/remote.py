@@ -61,9 +61,13 @@ class Remote:
     def probe(self) -> None:
         """One request, before any work: credentials, bucket and network problems surface here, as one error."""
         try:
-            self.fs.exists(self.root)
+            found = self.fs.exists(self.root)
+            bucket = _bucket(self.fs, self.root)
+            missing = not found and bucket is not None and not self.fs.exists(bucket)
         except Exception as exc:  # noqa: BLE001 - each filesystem raises its own kinds
             raise RemoteError(f"{self.url}: cannot reach it ({type(exc).__name__}: {exc})") from None
+        if missing:   # a bucket is the user's to create (with its region, access and lifecycle), never ours
+            raise RemoteError(f"{self.url}: the bucket {bucket!r} does not exist, or these credentials cannot see it")
 
     def exists(self, rel: str) -> bool:
         return self.fs.exists(self._abs(rel))
@@ -105,6 +109,12 @@ class Remote:
             self.fs.get_file(remote_path, str(target))
             count += 1
         return count
+
+
+def _bucket(fs, root: str) -> str | None:
+    """The bucket (container) of an object store's path; None for a file system, where folders are made as needed.
+    Object stores are the filesystems that split paths into a bucket and a key (s3fs, gcsfs, adlfs)."""
+    return root.split("/", 1)[0] if hasattr(fs, "split_path") and root else None
 
 
 @dataclass(frozen=True)
