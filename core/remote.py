@@ -6,7 +6,9 @@ a finished stage is uploaded once by the node that built it and downloaded by an
 
 Uploads keep the local guarantees: each file goes to a temporary name beside its target and is then moved
 onto it (one object appears whole or not at all), and a stage's `done` marker is uploaded after everything
-else, so a stage interrupted mid-upload is not taken for finished (it is redone and overwritten).
+else, so a stage interrupted mid-upload is not taken for finished (it is redone and overwritten). A stage's
+files go to a build directory of their own that the marker names: two nodes building the same stage at once
+each publish a whole build, and a reader gets one of them, never a mix.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from core.owners import owner_tag
 
 _URL = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*://")
 _TEMPORARY = re.compile(r"^\..+\.tmp$")
+BUILD_PREFIX = ".build-"   # a cache entry's files at a URL: <entry>/.build-<owner>/..., named by its marker
 
 
 class RemoteError(ValueError):
@@ -93,6 +96,35 @@ class Remote:
         for path in files:
             self.upload_file(path, f"{rel}/{path.relative_to(local).as_posix()}".lstrip("/"))
 
+    def publish(self, local: Path, rel: str, marker: str) -> None:
+        """A finished directory as one build: its files under rel/<build>/, then rel/<marker> naming the build.
+        Two nodes publishing the same entry at once write a build each; the marker (one object, written whole)
+        names one of them, so a reader gets one build's files, never some of each."""
+        build = f"{BUILD_PREFIX}{owner_tag()}"
+        files = [p for p in Path(local).iterdir() if p.name != marker]
+        for path in sorted(p for top in files for p in ([top] if top.is_file() else top.rglob("*")) if p.is_file()):
+            if not _TEMPORARY.match(path.name):
+                self.upload_file(path, f"{rel}/{build}/{path.relative_to(local).as_posix()}")
+        pointer = Path(local) / f".{marker}.{owner_tag()}.tmp"
+        pointer.write_text(build)
+        try:
+            self.upload_file(pointer, f"{rel}/{marker}")
+        finally:
+            pointer.unlink(missing_ok=True)
+
+    def fetch(self, rel: str, local: Path, marker: str) -> bool:
+        """The build rel/<marker> names, into local; False where there is no marker (nothing finished there).
+        An empty marker is an entry published file by file into rel itself (before builds)."""
+        try:
+            build = self.fs.cat_file(self._abs(f"{rel}/{marker}")).decode().strip()
+        except FileNotFoundError:
+            return False
+        if build:
+            self.download_dir(f"{rel}/{build}", local)
+        else:
+            self.download_dir(rel, local, skip=frozenset({marker}))
+        return True
+
     def download_dir(self, rel: str, local: Path, skip: frozenset[str] = frozenset()) -> int:
         """Every finished file under rel into local (created as needed); the number of files."""
         base = self._abs(rel)
@@ -102,7 +134,7 @@ class Remote:
         for remote_path in self.fs.find(base):
             relative = remote_path[len(base):].lstrip("/")
             name = relative.rsplit("/", 1)[-1]
-            if relative in skip or _TEMPORARY.match(name):
+            if relative in skip or _TEMPORARY.match(name) or relative.startswith(BUILD_PREFIX):
                 continue
             target = Path(local) / relative
             target.parent.mkdir(parents=True, exist_ok=True)

@@ -127,11 +127,11 @@ class Cache:
         return self.remote is not None and self._download(stage, key)
 
     def _download(self, stage: str, key: str) -> bool:
-        if not self.remote.exists(f"{stage}/{key}/done"):
-            return False
         build = self.staging(stage, key)
         try:
-            self.remote.download_dir(f"{stage}/{key}", build, skip=frozenset({"done"}))
+            if not self.remote.fetch(f"{stage}/{key}", build, marker="done"):
+                shutil.rmtree(build, ignore_errors=True)
+                return False
             self._commit_here(stage, key, build)
         except BaseException:
             shutil.rmtree(build, ignore_errors=True)
@@ -143,7 +143,7 @@ class Cache:
         on disk (a directory without it, left by a kill, is redone and replaced). With a remote, uploaded."""
         final = self._commit_here(stage, key, build_dir)
         if self.remote is not None:
-            self.remote.upload_dir(final, f"{stage}/{key}", last="done")
+            self.remote.publish(final, f"{stage}/{key}", marker="done")
         return final
 
     def _commit_here(self, stage: str, key: str, build_dir: Path) -> Path:

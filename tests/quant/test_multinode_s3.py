@@ -261,3 +261,23 @@ def test_a_killed_driver_leaves_nothing_running_and_a_rerun_resumes_from_the_buc
     assert starts(root).count("bf16") == baseline_starts   # the baseline's stages came from the bucket
     results = json.loads(s3.client.get_object(Bucket=S3Server.BUCKET, Key="runs/driverless/results.json")["Body"].read())
     assert {v: r["status"] for v, r in results["variants"].items()} == {"bf16": "ok", "slow": "ok"}
+
+
+def test_the_cluster_a_sweep_starts_for_itself_is_on_127_0_0_1():
+    """Without --ray-address the sweep starts a cluster of this machine alone: its node is at 127.0.0.1, not at the
+    machine's network address."""
+    probe = ("import json, ray\nfrom core.recipe import Execution\nfrom quant.executors.ray import _connect\n"
+             "_connect(Execution(executor='ray'))\n"
+             "print(json.dumps([n['NodeManagerAddress'] for n in ray.nodes()]))\nray.shutdown()\n")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=REPO, timeout=180,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == ["127.0.0.1"]
+
+
+def test_workers_get_the_drivers_settings_but_not_its_mirror_or_credentials():
+    from quant.executors.ray import forwarded_env
+
+    env = {"HF_HUB_OFFLINE": "1", "QUANT_ENGINE_PYTHON": "/x", "QUANT_MIRROR_DIR": "/driver-only",
+           "AWS_SECRET_ACCESS_KEY": SECRET, "AWS_ENDPOINT_URL": "http://127.0.0.1:1", "PYTHONPATH": "/repo"}
+    assert forwarded_env(env) == {"HF_HUB_OFFLINE": "1", "QUANT_ENGINE_PYTHON": "/x", "PYTHONPATH": "/repo"}
