@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import re
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -72,22 +73,37 @@ class Remote:
         if missing:   # a bucket is the user's to create (with its region, access and lifecycle), never ours
             raise RemoteError(f"{self.url}: the bucket {bucket!r} does not exist, or these credentials cannot see it")
 
+    @contextmanager
+    def _answering(self, what: str):
+        """A store that stops answering mid-sweep (network, outage, credentials expired) as one RemoteError line."""
+        try:
+            yield
+        except (FileNotFoundError, RemoteError):
+            raise
+        except Exception as exc:  # noqa: BLE001 - each filesystem raises its own kinds
+            first = (str(exc).strip().splitlines() or [""])[0][:200]
+            raise RemoteError(f"{self.url}: {what} failed ({type(exc).__name__}: {first}); finished stages are "
+                              "kept: re-run once it answers") from None
+
     def exists(self, rel: str) -> bool:
-        return self.fs.exists(self._abs(rel))
+        with self._answering(f"looking up {rel}"):
+            return self.fs.exists(self._abs(rel))
 
     def upload_file(self, local: Path, rel: str) -> None:
         """Atomic per file: to a temporary name, then moved onto the target."""
         target = self._abs(rel)
         parent, _, name = target.rpartition("/")
         temporary = f"{parent}/.{name}.{owner_tag()}.tmp"
-        self.fs.makedirs(parent, exist_ok=True)
-        try:
-            self.fs.put_file(str(local), temporary)
-            self.fs.mv(temporary, target)
-        except BaseException:
-            if self.fs.exists(temporary):
-                self.fs.rm(temporary)
-            raise
+        with self._answering(f"uploading {rel}"):
+            self.fs.makedirs(parent, exist_ok=True)
+            try:
+                self.fs.put_file(str(local), temporary)
+                self.fs.mv(temporary, target)
+            except BaseException:
+                with suppress(Exception):   # a store that stopped answering keeps it: readers skip temporaries
+                    if self.fs.exists(temporary):
+                        self.fs.rm(temporary)
+                raise
 
     def upload_dir(self, local: Path, rel: str, last: str | None = None) -> None:
         """Every file under local to rel/...; `last` (a marker) after all others."""
@@ -116,7 +132,8 @@ class Remote:
         """The build rel/<marker> names, into local; False where there is no marker (nothing finished there).
         An empty marker is an entry published file by file into rel itself (before builds)."""
         try:
-            build = self.fs.cat_file(self._abs(f"{rel}/{marker}")).decode().strip()
+            with self._answering(f"looking up {rel}"):
+                build = self.fs.cat_file(self._abs(f"{rel}/{marker}")).decode().strip()
         except FileNotFoundError:
             return False
         if build:
@@ -127,6 +144,10 @@ class Remote:
 
     def download_dir(self, rel: str, local: Path, skip: frozenset[str] = frozenset()) -> int:
         """Every finished file under rel into local (created as needed); the number of files."""
+        with self._answering(f"downloading {rel or 'the run'}"):
+            return self._download_dir(rel, local, skip)
+
+    def _download_dir(self, rel: str, local: Path, skip: frozenset[str]) -> int:
         base = self._abs(rel)
         if not self.fs.isdir(base):
             return 0

@@ -16,6 +16,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -169,6 +170,67 @@ class S3Server:
 
     def stop(self) -> None:
         self.server.stop()
+
+
+class Outage:
+    """A TCP relay in front of the S3 server that goes away and comes back: its connections are cut and new ones
+    refused while it is down (to a client, the server stopped); the server keeps its objects, as a real one does.
+    cut_on: bytes of a request that, seen for the first time, brings it down with half that request sent."""
+
+    def __init__(self, target_port: int, cut_on: bytes) -> None:
+        self.port, self.target, self.cut_on = free_port(), target_port, cut_on
+        self.cut = threading.Event()
+        self.sockets: list[socket.socket] = []
+        self.listener: socket.socket | None = None
+        self.up()
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def up(self) -> None:
+        self.listener = socket.create_server(("127.0.0.1", self.port))
+        threading.Thread(target=self._accept, args=(self.listener,), daemon=True).start()
+
+    def down(self) -> None:
+        for sock in [self.listener, *self.sockets]:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            sock.close()
+        self.sockets = []
+
+    def _accept(self, listener: socket.socket) -> None:
+        while True:
+            try:
+                client, _ = listener.accept()
+            except OSError:
+                return
+            upstream = socket.create_connection(("127.0.0.1", self.target))
+            self.sockets += [client, upstream]
+            threading.Thread(target=self._pump, args=(client, upstream, True), daemon=True).start()
+            threading.Thread(target=self._pump, args=(upstream, client, False), daemon=True).start()
+
+    def _pump(self, src: socket.socket, dst: socket.socket, from_client: bool) -> None:
+        while True:
+            try:
+                data = src.recv(65536)
+                if not data:
+                    break
+                if from_client and self.cut_on in data and not self.cut.is_set():
+                    self.cut.set()
+                    dst.sendall(data[:len(data) // 2])
+                    self.down()
+                    return
+                dst.sendall(data)
+            except OSError:
+                break
+        for sock in (src, dst):
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
 
 
 def wait_for(predicate, timeout: float, every: float = 0.2):

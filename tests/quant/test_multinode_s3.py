@@ -17,13 +17,14 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import psutil
 import pytest
 
 from tests.helpers import DEMO_MODEL, REPO
-from tests.multinode import SECRET, Cluster, S3Server, wait_for
+from tests.multinode import SECRET, Cluster, Outage, S3Server, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -165,21 +166,21 @@ def test_no_credential_or_endpoint_is_written_anywhere(site, swept):
     assert SECRET not in on_ray.stdout + on_ray.stderr
 
 
-@pytest.mark.parametrize("fault, said", [
-    ({"AWS_ACCESS_KEY_ID": None, "AWS_SECRET_ACCESS_KEY": None}, "NoCredentialsError"),
-    ({"AWS_ENDPOINT_URL": "http://127.0.0.1:9"}, "cannot reach it"),
-    ({}, "the bucket 'no-such-bucket' does not exist")], ids=["no-credentials", "unreachable", "no-bucket"])
-def test_a_bucket_that_cannot_be_used_is_one_error_before_any_work(site, fault, said):
+@pytest.mark.parametrize("fault, where, said", [
+    ({"AWS_ACCESS_KEY_ID": None, "AWS_SECRET_ACCESS_KEY": None}, "--out", "NoCredentialsError"),
+    ({"AWS_ENDPOINT_URL": "http://127.0.0.1:9"}, "--cache-dir", "cannot reach it"),
+    ({}, "--out", "the bucket 'no-such-bucket' does not exist")], ids=["no-credentials", "unreachable", "no-bucket"])
+def test_a_bucket_that_cannot_be_used_is_one_error_before_any_work(site, fault, where, said):
     root, _, _, env = site
     env = {k: v for k, v in {**env, **fault}.items() if v is not None}
     bucket = "s3://no-such-bucket" if not fault else BUCKET
     before = starts(root)
-    for flags in (["--out", f"{bucket}/runs/x"], ["--out", str(root / "x"), "--cache-dir", f"{bucket}/cache"]):
-        done = quant(env, "sweep", str(recipe(root, "refused", "theirs")), *flags, mirror=root / "mirror-x",
-                     timeout=120)
-        errors = [line for line in done.stderr.splitlines() if "error" in line.lower()]
-        assert done.returncode == 2 and len(errors) == 1 and errors[0].startswith("sweep error: "), done.stderr
-        assert said in errors[0] and SECRET not in done.stderr and "Traceback" not in done.stderr, done.stderr
+    flags = ["--out", f"{bucket}/runs/x"] if where == "--out" else ["--out", str(root / "x"), "--cache-dir",
+                                                                      f"{bucket}/cache"]
+    done = quant(env, "sweep", str(recipe(root, "refused", "theirs")), *flags, mirror=root / "mirror-x", timeout=120)
+    errors = [line for line in done.stderr.splitlines() if "error" in line.lower()]
+    assert done.returncode == 2 and len(errors) == 1 and errors[0].startswith("sweep error: "), done.stderr
+    assert said in errors[0] and SECRET not in done.stderr and "Traceback" not in done.stderr, done.stderr
     assert starts(root) == before
 
 
@@ -281,3 +282,47 @@ def test_workers_get_the_drivers_settings_but_not_its_mirror_or_credentials():
     env = {"HF_HUB_OFFLINE": "1", "QUANT_ENGINE_PYTHON": "/x", "QUANT_MIRROR_DIR": "/driver-only",
            "AWS_SECRET_ACCESS_KEY": SECRET, "AWS_ENDPOINT_URL": "http://127.0.0.1:1", "PYTHONPATH": "/repo"}
     assert forwarded_env(env) == {"HF_HUB_OFFLINE": "1", "QUANT_ENGINE_PYTHON": "/x", "PYTHONPATH": "/repo"}
+
+
+OUTAGE_S = 20   # longer than s3fs's and botocore's retries ride through (about 6-10 s per request here)
+
+
+def test_the_bucket_stopping_mid_upload_leaves_no_corrupt_entry_and_a_rerun_completes(site):
+    """The S3 server goes away in the middle of a stage's upload and comes back 20 s later. The sweep (local
+    executor: the upload is the same code on every node) goes on or stops with one line; every entry the bucket
+    then holds is whole; a re-run completes."""
+    root, s3, _, env = site
+    prefix = "outage-cache"
+    outage = Outage(s3.port, cut_on=f"PUT /{S3Server.BUCKET}/{prefix}/evals/".encode())
+    env = {**env, "AWS_ENDPOINT_URL": outage.endpoint}
+    path = recipe(root, "outage", "theirs")
+    args = ["sweep", str(path), "--out", str(root / "outage-run"), "--cache-dir", f"{BUCKET}/{prefix}", "--quiet"]
+    driver = subprocess.Popen([sys.executable, "-m", "quant.cli", *args], cwd=REPO, env=env, text=True,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert outage.cut.wait(timeout=300), "no upload of an evals stage seen"
+        time.sleep(OUTAGE_S)
+        outage.up()
+        _, err = driver.communicate(timeout=300)
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+    assert "Traceback" not in err, err[-3000:]
+    if driver.returncode == 2:   # stopped: one line, naming the bucket
+        errors = [line for line in err.splitlines() if "error" in line.lower()]
+        assert len(errors) == 1 and errors[0].startswith(f"sweep error: {BUCKET}/{prefix}: "), err
+    else:   # went on: the variant whose stage could not be published is failed, with the bucket's reason
+        results = json.loads((root / "outage-run" / "results.json").read_text())
+        failed = {v: r["reason"] for v, r in results["variants"].items() if r["status"] != "ok"}
+        assert driver.returncode in (0, 1) and all(f"{BUCKET}/{prefix}" in why for why in failed.values()), failed
+    for key in [k for k in s3.objects(f"{prefix}/") if k.endswith("/done")]:   # every entry is whole
+        entry = key.removesuffix("/done")
+        build = s3.client.get_object(Bucket=S3Server.BUCKET, Key=key)["Body"].read().decode()
+        files = [k for k in s3.objects(f"{entry}/{build}/") if not k.rsplit("/", 1)[-1].endswith(".tmp")]
+        assert files, f"{key} names {build!r}, which holds nothing"
+        for name in [k for k in files if k.endswith(".json")]:
+            json.loads(s3.client.get_object(Bucket=S3Server.BUCKET, Key=name)["Body"].read())
+    again = quant(env, *args)
+    assert again.returncode == 0, again.stderr[-3000:]
+    results = json.loads((root / "outage-run" / "results.json").read_text())
+    assert {v: r["status"] for v, r in results["variants"].items()} == {"bf16": "ok", "theirs": "ok"}
