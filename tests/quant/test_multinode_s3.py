@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import shutil
 import signal
 import subprocess
@@ -63,7 +64,9 @@ def site(tmp_path_factory):
     base = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
     env = {**base, **s3.env(), "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
            "QUANT_ENGINE_PYTHON": str(python), "STANDIN_ENGINE_STARTS": str(root / "starts.txt"),
-           "QUANT_HISTORY_DB": str(root / "history.sqlite")}
+           "QUANT_HISTORY_DB": str(root / "history.sqlite"),
+           # the cluster's own token (Ray's token authentication), not the one in the shared ~/.ray/auth_token
+           "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32)}
     cluster = Cluster(env)
     try:
         cluster.start_head()
@@ -269,11 +272,12 @@ def test_the_cluster_a_sweep_starts_for_itself_is_on_127_0_0_1():
     machine's network address."""
     probe = ("import json, ray\nfrom core.recipe import Execution\nfrom quant.executors.ray import _connect\n"
              "_connect(Execution(executor='ray'))\n"
-             "print(json.dumps([n['NodeManagerAddress'] for n in ray.nodes()]))\nray.shutdown()\n")
+             "print(json.dumps([n['NodeManagerAddress'] for n in ray.nodes()]"
+             " + [ray.get_runtime_context().gcs_address.rsplit(':', 1)[0]]))\nray.shutdown()\n")
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=REPO, timeout=180,
                           env={**os.environ, "PYTHONPATH": str(REPO)})
     assert done.returncode == 0, done.stderr[-2000:]
-    assert json.loads(done.stdout.strip().splitlines()[-1]) == ["127.0.0.1"]
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == ["127.0.0.1", "127.0.0.1"]   # the node, the GCS
 
 
 def test_workers_get_the_drivers_settings_but_not_its_mirror_or_credentials():
@@ -282,6 +286,21 @@ def test_workers_get_the_drivers_settings_but_not_its_mirror_or_credentials():
     env = {"HF_HUB_OFFLINE": "1", "QUANT_ENGINE_PYTHON": "/x", "QUANT_MIRROR_DIR": "/driver-only",
            "AWS_SECRET_ACCESS_KEY": SECRET, "AWS_ENDPOINT_URL": "http://127.0.0.1:1", "PYTHONPATH": "/repo"}
     assert forwarded_env(env) == {"HF_HUB_OFFLINE": "1", "QUANT_ENGINE_PYTHON": "/x", "PYTHONPATH": "/repo"}
+
+
+def whole_entries(s3: S3Server, prefix: str) -> dict[str, dict[str, bytes]]:
+    """Every finished entry of the cache at prefix: the files of the build its marker names (each JSON parses)."""
+    found = {}
+    for key in [k for k in s3.objects(f"{prefix}/") if k.endswith("/done")]:
+        entry = key.removesuffix("/done")
+        build = s3.client.get_object(Bucket=S3Server.BUCKET, Key=key)["Body"].read().decode()
+        files = {k.removeprefix(f"{entry}/{build}/"): s3.client.get_object(Bucket=S3Server.BUCKET, Key=k)["Body"].read()
+                 for k in s3.objects(f"{entry}/{build}/") if not k.endswith(".tmp")}
+        assert files, f"{key} names {build!r}, which holds nothing"
+        for name in [n for n in files if n.endswith(".json")]:
+            json.loads(files[name])
+        found[entry.removeprefix(f"{prefix}/")] = files
+    return found
 
 
 OUTAGE_S = 20   # longer than s3fs's and botocore's retries ride through (about 6-10 s per request here)
@@ -315,14 +334,33 @@ def test_the_bucket_stopping_mid_upload_leaves_no_corrupt_entry_and_a_rerun_comp
         results = json.loads((root / "outage-run" / "results.json").read_text())
         failed = {v: r["reason"] for v, r in results["variants"].items() if r["status"] != "ok"}
         assert driver.returncode in (0, 1) and all(f"{BUCKET}/{prefix}" in why for why in failed.values()), failed
-    for key in [k for k in s3.objects(f"{prefix}/") if k.endswith("/done")]:   # every entry is whole
-        entry = key.removesuffix("/done")
-        build = s3.client.get_object(Bucket=S3Server.BUCKET, Key=key)["Body"].read().decode()
-        files = [k for k in s3.objects(f"{entry}/{build}/") if not k.rsplit("/", 1)[-1].endswith(".tmp")]
-        assert files, f"{key} names {build!r}, which holds nothing"
-        for name in [k for k in files if k.endswith(".json")]:
-            json.loads(s3.client.get_object(Bucket=S3Server.BUCKET, Key=name)["Body"].read())
+    assert whole_entries(s3, prefix)
     again = quant(env, *args)
     assert again.returncode == 0, again.stderr[-3000:]
     results = json.loads((root / "outage-run" / "results.json").read_text())
     assert {v: r["status"] for v, r in results["variants"].items()} == {"bf16": "ok", "theirs": "ok"}
+
+
+def test_two_sweeps_sharing_a_bucket_cache_at_once_leave_whole_entries(site):
+    """Two sweeps of one recipe at once (two machines: two mirrors) on one cache in the bucket: each stage is built
+    once or twice, and each entry the bucket holds is one sweep's build, file for file, never some of each."""
+    root, s3, _, env = site
+    prefix = "shared-cache"
+    path = recipe(root, "shared", "theirs", "theirs-wrong3")
+    drivers = [subprocess.Popen([sys.executable, "-m", "quant.cli", "sweep", str(path), "--out", str(root / f"shared-{n}"),
+                                 "--cache-dir", f"{BUCKET}/{prefix}", "--quiet"], cwd=REPO,
+                                env={**env, "QUANT_MIRROR_DIR": str(root / f"mirror-shared-{n}")}, text=True,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE) for n in (1, 2)]
+    for driver in drivers:
+        _, err = driver.communicate(timeout=600)
+        assert driver.returncode == 0, err[-3000:]
+    runs = [json.loads((root / f"shared-{n}" / "results.json").read_text()) for n in (1, 2)]
+    assert accuracies(runs[0]) == accuracies(runs[1])
+    builds = [{str(done.parent.relative_to(mirror)): {p.relative_to(done.parent).as_posix(): p.read_bytes()
+                                                      for p in done.parent.rglob("*") if p.is_file() and p.name != "done"}
+               for mirror in (root / f"mirror-shared-{n}" / "cache").glob("*") for done in mirror.glob("*/*/done")}
+              for n in (1, 2)]
+    entries = whole_entries(s3, prefix)
+    assert {e.split("/")[0] for e in entries} >= {"evals", "kl", "perf"}
+    for entry, files in entries.items():
+        assert files in [b[entry] for b in builds if entry in b], f"{entry}: not one sweep's build"
