@@ -85,10 +85,6 @@ class Remote:
             raise RemoteError(f"{self.url}: {what} failed ({type(exc).__name__}: {first}); finished stages are "
                               "kept: re-run once it answers") from None
 
-    def exists(self, rel: str) -> bool:
-        with self._answering(f"looking up {rel}"):
-            return self.fs.exists(self._abs(rel))
-
     def upload_file(self, local: Path, rel: str) -> None:
         """Atomic per file: to a temporary name, then moved onto the target."""
         target = self._abs(rel)
@@ -105,11 +101,9 @@ class Remote:
                         self.fs.rm(temporary)
                 raise
 
-    def upload_dir(self, local: Path, rel: str, last: str | None = None) -> None:
-        """Every file under local to rel/...; `last` (a marker) after all others."""
-        files = sorted(p for p in Path(local).rglob("*") if p.is_file() and not _TEMPORARY.match(p.name))
-        files.sort(key=lambda p: p.name == last and p.parent == Path(local))
-        for path in files:
+    def upload_dir(self, local: Path, rel: str) -> None:
+        """Every file under local to rel/... (a run's folder: each file is read on its own)."""
+        for path in sorted(p for p in Path(local).rglob("*") if p.is_file() and not _TEMPORARY.match(p.name)):
             self.upload_file(path, f"{rel}/{path.relative_to(local).as_posix()}".lstrip("/"))
 
     def publish(self, local: Path, rel: str, marker: str) -> None:
