@@ -64,7 +64,7 @@ def site(tmp_path_factory):
     base = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
     env = {**base, **s3.env(), "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
            "QUANT_ENGINE_PYTHON": str(python), "STANDIN_ENGINE_STARTS": str(root / "starts.txt"),
-           "QUANT_HISTORY_DB": str(root / "history.sqlite"),
+           "QUANT_HISTORY_DB": str(root / "history.sqlite"), "QUANT_MIRROR_DIR": str(root / "mirror-default"),
            # the cluster's own token (Ray's token authentication), not the one in the shared ~/.ray/auth_token
            "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32)}
     cluster = Cluster(env)
@@ -316,10 +316,13 @@ def test_the_bucket_stopping_mid_upload_leaves_no_corrupt_entry_and_a_rerun_comp
     env = {**env, "AWS_ENDPOINT_URL": outage.endpoint}
     path = recipe(root, "outage", "theirs")
     args = ["sweep", str(path), "--out", str(root / "outage-run"), "--cache-dir", f"{BUCKET}/{prefix}", "--quiet"]
+    mirror = root / "mirror-outage"
+    env = {**env, "QUANT_MIRROR_DIR": str(mirror)}
     driver = subprocess.Popen([sys.executable, "-m", "quant.cli", *args], cwd=REPO, env=env, text=True,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
-        assert outage.cut.wait(timeout=300), "no upload of an evals stage seen"
+        cut = wait_for(lambda: outage.cut.is_set() or driver.poll() is not None, timeout=300) and outage.cut.is_set()
+        assert cut, f"no upload of an evals stage seen: {driver.poll()} {driver.stderr.read()[-2000:] if driver.poll() is not None else ''}"
         time.sleep(OUTAGE_S)
         outage.up()
         _, err = driver.communicate(timeout=300)
@@ -335,7 +338,7 @@ def test_the_bucket_stopping_mid_upload_leaves_no_corrupt_entry_and_a_rerun_comp
         failed = {v: r["reason"] for v, r in results["variants"].items() if r["status"] != "ok"}
         assert driver.returncode in (0, 1) and all(f"{BUCKET}/{prefix}" in why for why in failed.values()), failed
     assert whole_entries(s3, prefix)
-    again = quant(env, *args)
+    again = quant(env, *args, mirror=mirror)
     assert again.returncode == 0, again.stderr[-3000:]
     results = json.loads((root / "outage-run" / "results.json").read_text())
     assert {v: r["status"] for v, r in results["variants"].items()} == {"bf16": "ok", "theirs": "ok"}
