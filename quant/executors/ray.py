@@ -26,6 +26,13 @@ from quant.context import new_record
 
 # What a remote worker needs from the driver's environment (offline flags, engine python, caches).
 FORWARDED_PREFIXES = ("HF_", "QUANT_", "VLLM_", "TRANSFORMERS_", "PYTHONPATH", "TQDM_DISABLE")
+# ... except what belongs to each node: its own mirror directory. Credentials (AWS_*, GOOGLE_*) are never
+# forwarded either: a runtime_env is stored in the cluster's GCS and shown by its dashboard; every node reads
+# its own, as boto3 and gcsfs do (environment, profile, instance or pod role).
+NODE_OWN = ("QUANT_MIRROR_DIR",)
+# The cluster a sweep starts for itself serves this machine only (_single_machine); nodes of other machines join
+# a cluster started with `ray start --head`, given as --ray-address.
+LOCAL_NODE_IP = "127.0.0.1"
 LOCAL_OBJECT_STORE_BYTES = 256 * 2**20   # records and KL references are small; the default takes 30% of RAM
 
 
@@ -66,7 +73,8 @@ def _variant_task(ctx, variant: Variant, run_one, permit_unisolated: bool) -> tu
     started = time.time()
     with sandbox.permit_unisolated(permit_unisolated):
         record = run_one(ctx, variant)
-    record["ran_on"] = {**record.get("ran_on", {}), **placement(), "executor": "ray", "node_id": ray.get_runtime_context().get_node_id(),
+    record["ran_on"] = {**record.get("ran_on", {}), **placement(), "executor": "ray",
+                        "node_id": ray.get_runtime_context().get_node_id(), "node_ip": ray.util.get_node_ip_address(),
                         "started": started, "finished": time.time()}
     return record, (ctx.kl_reference if variant.baseline else {})
 
@@ -83,11 +91,28 @@ def _connect(execution: Execution) -> bool:
     if ray.is_initialized():
         return False
     if execution.ray_address:
-        env = {k: v for k, v in os.environ.items() if k.startswith(FORWARDED_PREFIXES)}
-        ray.init(address=execution.ray_address, runtime_env={"env_vars": env}, log_to_driver=True)
+        ray.init(address=execution.ray_address, runtime_env={"env_vars": forwarded_env(os.environ)}, log_to_driver=True)
         return True
-    ray.init(include_dashboard=False, object_store_memory=LOCAL_OBJECT_STORE_BYTES, log_to_driver=True)
+    _single_machine()
+    ray.init(include_dashboard=False, object_store_memory=LOCAL_OBJECT_STORE_BYTES, log_to_driver=True,
+             _node_ip_address=LOCAL_NODE_IP)
     return True
+
+
+def _single_machine() -> None:
+    """Ray on Linux replaces a loopback node address by the machine's network address (so that other machines
+    can join) unless it runs as on macOS and Windows, a cluster of one machine; then its node, GCS and raylet are
+    at 127.0.0.1 only. The setting is read when ray is imported, so it is set for this process and for the
+    processes it starts; a user's own RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER wins."""
+    from ray._private import ray_constants
+
+    os.environ.setdefault(ray_constants.ENABLE_RAY_CLUSTERS_ENV_VAR, "0")
+    ray_constants.ENABLE_RAY_CLUSTER = ray_constants.env_bool(ray_constants.ENABLE_RAY_CLUSTERS_ENV_VAR, False)
+
+
+def forwarded_env(environ) -> dict[str, str]:
+    """The driver's variables a worker on another node needs (runtime_env env_vars)."""
+    return {k: v for k, v in environ.items() if k.startswith(FORWARDED_PREFIXES) and k not in NODE_OWN}
 
 
 def run_ray(ctx, variants: list[Variant], execution: Execution, run_one) -> Iterator[tuple[Variant, dict]]:

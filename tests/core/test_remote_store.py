@@ -50,8 +50,10 @@ def test_done_is_uploaded_after_everything_else(tmp_path, monkeypatch):
     upload = Remote.upload_file
     monkeypatch.setattr(Remote, "upload_file", lambda self, local, rel: (order.append(rel), upload(self, local, rel)))
     build_stage(node(tmp_path, "a", url), "checkpoints", "k")
-    assert order[-1] == "checkpoints/k/done" and set(order[:-1]) == {
-        "checkpoints/k/config.json", "checkpoints/k/model/weights.bin"}
+    build = (tmp_path / "bucket" / "checkpoints" / "k" / "done").read_text()
+    assert build.startswith(".build-")   # the marker names the build its files went to
+    assert order[-1] == "checkpoints/k/done" and set(order[:-1]) == {   # the build's own marker: who wrote it
+        f"checkpoints/k/{build}/config.json", f"checkpoints/k/{build}/model/weights.bin", f"checkpoints/k/{build}/done"}
 
 
 def test_an_upload_cut_off_before_done_is_not_a_finished_stage(tmp_path, monkeypatch):
@@ -67,11 +69,45 @@ def test_an_upload_cut_off_before_done_is_not_a_finished_stage(tmp_path, monkeyp
     with pytest.raises(KeyboardInterrupt):
         build_stage(node(tmp_path, "a", url), "checkpoints", "k")
     monkeypatch.setattr(Remote, "upload_file", upload)
-    assert (tmp_path / "bucket" / "checkpoints" / "k" / "config.json").exists()
+    assert list((tmp_path / "bucket" / "checkpoints" / "k").glob(".build-*/config.json"))
     other = node(tmp_path, "b", url)
     assert not other.has("checkpoints", "k")
     build_stage(other, "checkpoints", "k")   # redone, and now complete for everyone
     assert node(tmp_path, "c", url).has("checkpoints", "k")
+
+
+def test_two_nodes_publishing_one_stage_at_once_never_leave_a_mix(tmp_path, monkeypatch):
+    """Each node's files go to its own build; the marker written last names one whole build. Here the two
+    uploads interleave file by file (a's config, b's config, b's weights, b's marker, a's weights, a's marker)."""
+    url = (tmp_path / "bucket").as_uri()
+    a, b = node(tmp_path, "a", url), node(tmp_path, "b", url)
+    builds = {}
+    for cache, bits in ((a, "4"), (b, "8")):
+        build = cache.staging("perf", "k")
+        (build / "result.json").write_text(f'{{"bits": {bits}}}')
+        (build / "records.jsonl").write_text(f"{bits}\n" * 3)
+        builds[cache] = cache._commit_here("perf", "k", build)
+    a_files = sorted(p for p in builds[a].iterdir() if p.name != "done")
+    ra, rb = a.remote, b.remote
+    ra.upload_file(a_files[0], f"perf/k/.build-host-1-a/{a_files[0].name}")
+    monkeypatch.setattr("core.remote.owner_tag", lambda: "host-2-b")   # two processes: two owner tags
+    rb.publish(builds[b], "perf/k", marker="done")
+    monkeypatch.setattr("core.remote.owner_tag", lambda: "host-1-a")
+    ra.publish(builds[a], "perf/k", marker="done")   # a finishes last: its build is the one named
+    reader = node(tmp_path, "c", url)
+    assert reader.has("perf", "k")
+    got = {p.name: p.read_text() for p in reader.path("perf", "k").iterdir() if p.name != "done"}
+    assert got == {"result.json": '{"bits": 4}', "records.jsonl": "4\n" * 3}
+
+
+def test_an_entry_published_without_a_build_is_not_reused(tmp_path):
+    """A marker with nothing in it and the entry's files beside it: no build, so no record of who wrote it."""
+    bucket = tmp_path / "bucket" / "evals" / "k"
+    bucket.mkdir(parents=True)
+    (bucket / "result.json").write_text('{"value": 1}')
+    (bucket / "done").write_text("")
+    reader = node(tmp_path, "c", (tmp_path / "bucket").as_uri())
+    assert not reader.has("evals", "k")
 
 
 def test_locations(tmp_path, monkeypatch):

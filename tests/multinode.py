@@ -1,0 +1,243 @@
+"""A Ray cluster of several nodes on this machine, started as a user starts one (`ray start --head`, then
+`ray start --address` per node, each with its own --temp-dir, resources and environment), and a local S3 server
+(moto's server mode) on 127.0.0.1 with a bucket created as a user creates one (boto3).
+
+`ray start` on Linux registers a node at the machine's reachable address even when asked for 127.0.0.1 (Ray
+replaces a loopback address on purpose); packets to the machine's own address never leave it."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psutil
+
+RAY = Path(sys.executable).with_name("ray")
+SECRET = "quant-test-secret-K3y"   # grepped for in everything a sweep writes: it must appear nowhere
+OBJECT_STORE_BYTES = 100 * 2**20
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def tree(pids: list[int]) -> list[psutil.Process]:
+    found: dict[int, psutil.Process] = {}
+    for pid in pids:
+        try:
+            proc = psutil.Process(pid)
+            for p in [proc, *proc.children(recursive=True)]:
+                found[p.pid] = p
+        except psutil.NoSuchProcess:
+            pass
+    return list(found.values())
+
+
+@dataclass
+class Node:
+    name: str
+    temp_dir: Path
+    env: dict
+    resources: dict = field(default_factory=dict)
+
+    def processes(self) -> list[psutil.Process]:
+        """This node's raylet, GCS, agents and workers: every process naming its temp dir, and their children."""
+        roots = []
+        for proc in psutil.process_iter(["cmdline"]):
+            if str(self.temp_dir) in " ".join(proc.info["cmdline"] or []):
+                roots.append(proc.pid)
+        return tree(roots)
+
+    def node_id(self) -> str:
+        """The raylet's node id, from its log (the test process is no driver of the cluster)."""
+        log = self.temp_dir / "session_latest" / "logs" / "raylet.out"
+        found = re.findall(r"Raylet of id, ([0-9a-f]+) started", log.read_text())
+        return found[-1]
+
+
+class Cluster:
+    """Nodes under a short root (Ray's socket paths must fit 107 bytes); env: what every node's processes see."""
+
+    def __init__(self, env: dict) -> None:
+        self.root = Path(tempfile.mkdtemp(prefix="rq", dir="/tmp"))
+        self.env = env
+        self.port = free_port()
+        self.address = f"127.0.0.1:{self.port}"
+        self.nodes: dict[str, Node] = {}
+
+    def _start(self, node: Node, *flags: str) -> None:
+        ports = ["--dashboard-agent-listen-port", str(free_port()), "--metrics-export-port", str(free_port()),
+                 "--object-store-memory", str(OBJECT_STORE_BYTES), "--disable-usage-stats"]
+        cmd = [str(RAY), "start", "--node-ip-address", "127.0.0.1", "--temp-dir", str(node.temp_dir),
+               "--resources", json.dumps(node.resources), *ports, *flags]
+        proc = subprocess.run(cmd, capture_output=True, text=True, env={**self.env, **node.env}, timeout=180)
+        if proc.returncode:
+            raise RuntimeError(f"ray start failed: {proc.stderr[-2000:]}")
+        self.nodes[node.name] = node
+
+    def start_head(self, cpus: int = 0) -> None:
+        node = Node("head", self.root / "head", {})
+        self._start(node, "--head", "--port", str(self.port), "--num-cpus", str(cpus), "--include-dashboard",
+                    "false", "--ray-client-server-port", str(free_port()), "--dashboard-port", str(free_port()))
+
+    def add_node(self, name: str, cpus: int, env: dict, resources: dict | None = None) -> Node:
+        node = Node(name, self.root / name, env, resources or {})
+        self._start(node, "--address", self.address, "--num-cpus", str(cpus))
+        return node
+
+    def restart(self, name: str) -> Node:
+        old = self.nodes.pop(name)
+        return self.add_node(name, 1, old.env, old.resources)
+
+    def kill(self, name: str) -> None:
+        """The node is lost: every process of it SIGKILLed at once (a machine that went away)."""
+        procs = self.nodes[name].processes()
+        for proc in procs:
+            try:
+                proc.kill()
+            except psutil.NoSuchProcess:
+                pass
+        psutil.wait_procs(procs, timeout=30)
+
+    def stop(self) -> None:
+        """Workers first, the head last, as `ray stop` would (but only this cluster's processes)."""
+        for name in [n for n in self.nodes if n != "head"] + ["head"]:
+            if name in self.nodes:
+                procs = self.nodes[name].processes()
+                for proc in procs:
+                    try:
+                        proc.terminate()
+                    except psutil.NoSuchProcess:
+                        pass
+                _, alive = psutil.wait_procs(procs, timeout=15)
+                for proc in alive:
+                    proc.kill()
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+class S3Server:
+    """moto's S3 server on 127.0.0.1 with one bucket; env(): the standard AWS variables a client reads."""
+
+    BUCKET = "quant-bucket"
+
+    def __init__(self) -> None:
+        from moto.server import ThreadedMotoServer
+
+        logging.getLogger("werkzeug").setLevel(logging.WARNING)   # a line per request otherwise
+        self.port = free_port()
+        self.server = ThreadedMotoServer(ip_address="127.0.0.1", port=self.port, verbose=False)
+        self.server.start()
+        import boto3
+
+        self.client = boto3.session.Session(**self.credentials()).client("s3", endpoint_url=self.endpoint)
+        self.client.create_bucket(Bucket=self.BUCKET)
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @staticmethod
+    def credentials() -> dict:
+        return {"aws_access_key_id": "quant-test-key", "aws_secret_access_key": SECRET, "region_name": "us-east-1"}
+
+    def env(self) -> dict:
+        """As a user configures boto3 (botocore reads AWS_ENDPOINT_URL); no profile file of the user's is read."""
+        return {"AWS_ENDPOINT_URL": self.endpoint, "AWS_ACCESS_KEY_ID": "quant-test-key",
+                "AWS_SECRET_ACCESS_KEY": SECRET, "AWS_DEFAULT_REGION": "us-east-1",
+                "AWS_CONFIG_FILE": os.devnull, "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
+                "AWS_EC2_METADATA_DISABLED": "true"}   # no instance-role lookup off this machine
+
+    def objects(self, prefix: str) -> dict[str, tuple[str, float]]:
+        """key -> (ETag, LastModified) under prefix."""
+        found = {}
+        for page in self.client.get_paginator("list_objects_v2").paginate(Bucket=self.BUCKET, Prefix=prefix):
+            for obj in page.get("Contents", []):
+                found[obj["Key"]] = (obj["ETag"], obj["LastModified"].timestamp())
+        return found
+
+    def stop(self) -> None:
+        self.server.stop()
+
+
+class Outage:
+    """A TCP relay in front of the S3 server that goes away and comes back: its connections are cut and new ones
+    refused while it is down (to a client, the server stopped); the server keeps its objects, as a real one does.
+    cut_on: bytes of a request that, seen for the first time, brings it down with half that request sent."""
+
+    def __init__(self, target_port: int, cut_on: bytes) -> None:
+        self.port, self.target, self.cut_on = free_port(), target_port, cut_on
+        self.cut = threading.Event()
+        self.sockets: list[socket.socket] = []
+        self.listener: socket.socket | None = None
+        self.up()
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def up(self) -> None:
+        self.listener = socket.create_server(("127.0.0.1", self.port))
+        threading.Thread(target=self._accept, args=(self.listener,), daemon=True).start()
+
+    def down(self) -> None:
+        for sock in [self.listener, *self.sockets]:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            sock.close()
+        self.sockets = []
+
+    def _accept(self, listener: socket.socket) -> None:
+        while True:
+            try:
+                client, _ = listener.accept()
+            except OSError:
+                return
+            upstream = socket.create_connection(("127.0.0.1", self.target))
+            self.sockets += [client, upstream]
+            threading.Thread(target=self._pump, args=(client, upstream, True), daemon=True).start()
+            threading.Thread(target=self._pump, args=(upstream, client, False), daemon=True).start()
+
+    def _pump(self, src: socket.socket, dst: socket.socket, from_client: bool) -> None:
+        while True:
+            try:
+                data = src.recv(65536)
+                if not data:
+                    break
+                if from_client and self.cut_on in data and not self.cut.is_set():
+                    self.cut.set()
+                    dst.sendall(data[:len(data) // 2])
+                    self.down()
+                    return
+                dst.sendall(data)
+            except OSError:
+                break
+        for sock in (src, dst):
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+
+def wait_for(predicate, timeout: float, every: float = 0.2):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(every)
+    return None
