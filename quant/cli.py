@@ -75,7 +75,7 @@ def cmd_sweep(args) -> int:
                             cache_dir=args.cache_dir,
                             only=args.only, retry_failed=args.retry_failed,
                             allow_unisolated_code=args.allow_unisolated_code, device=args.device,
-                            allow_long_cpu_eval=args.allow_long_cpu_eval)
+                            allow_long_cpu_eval=args.allow_long_cpu_eval, replace_run=args.replace_run)
     except (ModelNotFound, EngineStartError, IsolationRequired, RemoteError) as exc:
         return fail(args, str(exc))
     except OSError as exc:

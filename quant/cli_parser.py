@@ -96,6 +96,8 @@ def build(handlers: dict[str, Callable], version: str) -> argparse.ArgumentParse
                    help="score a variant the engine cannot serve in-process on the CPU even where that is estimated "
                    "to take over 2 hours (default: recorded unsupported, not scored; the estimate is printed)")
     s.add_argument("--quiet", action="store_true", help="no progress lines, only the report and errors")
+    s.add_argument("--replace-run", action="store_true",
+                   help="let --out replace a run of another recipe there (default: refused, exit 2)")
 
     v = _command(sub, "validate", "every check a sweep makes before work, and no work", handlers["validate"])
     v.add_argument("recipe", help="the recipe YAML to check")

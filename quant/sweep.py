@@ -46,7 +46,8 @@ log = logging.getLogger(__name__)
 def run_sweep(recipe: Recipe, out: Location | str | Path, recipe_path: Path | None = None,
               cache_dir: str | Path | None = None,
               reporter: Reporter | None = None, only: list[str] | None = None, retry_failed: bool = False,
-              allow_unisolated_code: bool = False, device: str = "auto", allow_long_cpu_eval: bool = False) -> dict:
+              allow_unisolated_code: bool = False, device: str = "auto", allow_long_cpu_eval: bool = False,
+              replace_run: bool = False) -> dict:
     """The pipeline: check the recipe; per variant (the baseline first: KL needs it) quantize, then evals, KL
     and perf (run_variant: one after another here, or side by side on Ray: quant/executors), saving
     results.json after each; then the reports.
@@ -69,6 +70,8 @@ def run_sweep(recipe: Recipe, out: Location | str | Path, recipe_path: Path | No
         if location.remote:   # the URL is the truth: an earlier run there is resumed as a local one would be
             shutil.rmtree(out, ignore_errors=True)
             location.remote.download_dir("", out)
+        if not replace_run:
+            _check_not_another_run(out, recipe, str(location))
         ctx = _context(recipe, location, recipe_path, cache_dir, reporter, retry_failed, sweep_device(device))
         ctx.allow_long_cpu_eval = allow_long_cpu_eval
         ctx.endpoints.update(endpoints)
@@ -193,6 +196,17 @@ def warn_zero_baseline(record: dict, reporter: Reporter) -> list[str]:
 
 def _now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def _check_not_another_run(out: Path, recipe: Recipe, where: str) -> None:
+    """A run directory holding another recipe's run is not this sweep's to replace (RecipeError, exit 2)."""
+    try:
+        other = read_json(RunLayout(out).results).get("recipe_name")
+    except (OSError, json.JSONDecodeError, AttributeError):
+        return
+    if isinstance(other, str) and other != recipe.name:
+        raise RecipeError(f"--out {where}: holds a run of recipe {other!r}, not {recipe.name!r}; choose another "
+                          "--out, or pass --replace-run to replace it", where)
 
 
 def _load_previous(out: Path, recipe: Recipe) -> dict:
