@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import ipaddress
 import os
-import re
 import ssl
 import urllib.request
 from functools import lru_cache
@@ -23,7 +22,6 @@ from urllib.parse import urlsplit
 KEY_PREFIX = "QUANT_ENDPOINT_"
 ALLOWED_KEYS_VAR = "QUANT_ENDPOINT_KEY_VARS"
 MAX_BODY_BYTES = 64 * 2**20        # a response body larger than this is an error, not read to its end
-CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
 class PolicyError(Exception):
@@ -104,7 +102,7 @@ def httpx_options(url: str) -> dict:
 
 def aiohttp_options(url: str) -> dict:
     """Keyword arguments for an aiohttp.ClientSession that talks to url under this policy (the connector's
-    TLS context is given with aiohttp_ssl())."""
+    TLS context is ssl_context())."""
     return {"proxy": proxy_for(url), "trust_env": False}
 
 
@@ -118,11 +116,6 @@ def read_capped(chunks, limit: int | None = None) -> bytes:
             raise PolicyError(f"the response is larger than {limit} bytes")
     return bytes(body)
 
-
-def clean_text(text: str) -> str:
-    """Foreign text (model output, a server's words) safe to print: control characters (escape sequences, bells,
-    carriage returns) removed; newlines and tabs kept."""
-    return CONTROL.sub("", text)
 
 
 class Response:

@@ -17,6 +17,7 @@ from typing import Callable, Iterator
 import aiohttp
 
 from core import http_policy
+from core.foreign_text import clean_text
 
 
 @dataclass
@@ -85,7 +86,7 @@ async def one_request(client: aiohttp.ClientSession, url: str, body: dict) -> Re
         async with client.post(url, json=body, allow_redirects=False) as resp:
             if resp.status != 200:
                 text = (await resp.content.read(300)).decode("utf-8", "replace")
-                rec.error = f"HTTP {resp.status}: {http_policy.clean_text(text)}"
+                rec.error = f"HTTP {resp.status}: {clean_text(text)}"
                 return rec
             read = 0
             async for line in resp.content:    # one SSE line at a time
@@ -105,7 +106,7 @@ async def one_request(client: aiohttp.ClientSession, url: str, body: dict) -> Re
                 if "error" in chunk:
                     err = chunk["error"]
                     err = err.get('message', err) if isinstance(err, dict) else err
-                    rec.error = f"stream error: {http_policy.clean_text(str(err))[:300]}"
+                    rec.error = f"stream error: {clean_text(str(err))[:300]}"
                     break
                 if chunk.get("usage"):
                     rec.prompt_tokens = token_count(chunk["usage"].get("prompt_tokens"), allow_none=True)
@@ -122,7 +123,7 @@ async def one_request(client: aiohttp.ClientSession, url: str, body: dict) -> Re
                 last = now
                 counted += k
     except Exception as exc:   # a failed request is a data point, never a crash of the sweep
-        rec.error = http_policy.clean_text(f"{type(exc).__name__}: {exc}".rstrip(": "))[:300]
+        rec.error = clean_text(f"{type(exc).__name__}: {exc}".rstrip(": "))[:300]
     finally:
         rec.e2e_s = time.perf_counter() - rec.start
     if not rec.output_tokens:

@@ -14,6 +14,7 @@ from contextlib import closing
 from pathlib import Path
 
 from pydantic import ValidationError
+from rich.markup import escape
 
 from core.hashing import tree_digest
 from core.recipe import Recipe, RecipeError, Variant
@@ -264,7 +265,7 @@ def run_variant(ctx: SweepContext, variant: Variant) -> dict:
     try:
         measure_variant(ctx, variant, checkpoint, record)
     except Exception as exc:  # noqa: BLE001 - one variant's failure must not end the sweep
-        ctx.reporter.log(f"  [red]{type(exc).__name__}[/red]: {exc}")
+        ctx.reporter.log(f"  [red]{type(exc).__name__}[/red]: {escape(str(exc))}")
         record.update(status="failed", reason=f"measurement: {type(exc).__name__}: {str(exc)[:300]}")
     finally:
         for line in engine_warnings(log_since(server_log, seen)):

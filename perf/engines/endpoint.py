@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 import httpx
 
 from core import http_policy
+from core.foreign_text import one_line
 from perf.engines.process import EngineDiedError
 
 PROBE_PROMPT = "The capital of France is"
@@ -95,10 +96,10 @@ def probe(base_url: str, model: str, api_key_env: str | None = None) -> dict:
     cards = _model_cards(base_url, server.headers)
     card = next((c for c in cards if c.get("id") == model), None)
     if card is None:
-        listed = _text(", ".join(str(c.get("id")) for c in cards)[:300]) or "no model"
+        listed = one_line(", ".join(str(c.get("id")) for c in cards)[:300]) or "no model"
         raise EndpointProblem(f"{base_url} does not serve model {model!r}; it lists {listed}")
     limit = card.get("max_model_len")
-    facts = {"base_url": base_url, "model": model, "owned_by": _text(card.get("owned_by")),
+    facts = {"base_url": base_url, "model": model, "owned_by": one_line(card.get("owned_by")),
              "max_model_len": limit if type(limit) is int and limit > 0 else None, "probed": round(time.time(), 3),
              **_identity(base_url, server.headers)}
     facts["token_prompts"] = _takes_token_ids(server)
@@ -119,7 +120,7 @@ def _model_cards(base_url: str, headers: dict[str, str]) -> list[dict]:
     try:
         response = http_policy.request("GET", url, headers=headers, deadline_s=TIMEOUT_S)
     except (httpx.HTTPError, http_policy.PolicyError) as exc:
-        raise EndpointProblem(f"{base_url} is not reachable ({type(exc).__name__}: {_text(exc)})") from None
+        raise EndpointProblem(f"{base_url} is not reachable ({type(exc).__name__}: {one_line(exc)})") from None
     if response.status_code in (401, 403):
         raise EndpointProblem(f"{url} refused the API key (HTTP {response.status_code})")
     if response.status_code != 200:
@@ -141,9 +142,9 @@ def _identity(base_url: str, headers: dict[str, str]) -> dict:
     try:
         response = http_policy.request("GET", f"{base_url.rstrip('/')}/version", headers=headers,
                                        deadline_s=TIMEOUT_S)
-        found["server_header"] = _text(response.headers.get("server"))
+        found["server_header"] = one_line(response.headers.get("server"))
         if response.status_code == 200 and isinstance(version := response.json().get("version"), str):
-            found["version"] = _text(version)
+            found["version"] = one_line(version)
     except (httpx.HTTPError, http_policy.PolicyError, ValueError, AttributeError):
         pass
     return found
@@ -213,9 +214,9 @@ def _complete(server: EndpointServer, body: dict) -> dict:
         response = http_policy.request("POST", server.completions_url, json={"model": server.model, **body},
                                        headers=server.headers, deadline_s=_left(server))
     except (httpx.HTTPError, http_policy.PolicyError) as exc:
-        raise EndpointProblem(_text(f"{type(exc).__name__}: {exc}")) from None
+        raise EndpointProblem(one_line(f"{type(exc).__name__}: {exc}")) from None
     if response.status_code != 200:
-        raise EndpointProblem(f"HTTP {response.status_code}: {_text(response.text[:200])}")
+        raise EndpointProblem(f"HTTP {response.status_code}: {one_line(response.text[:200])}")
     try:
         choice = response.json()["choices"][0]
     except (ValueError, KeyError, IndexError, TypeError):
@@ -233,8 +234,3 @@ def _left(server: EndpointServer) -> float:
     if left <= 0:
         raise EndpointProblem(f"the probe took longer than {PROBE_DEADLINE_S:g} s in all")
     return min(TIMEOUT_S, left)
-
-
-def _text(value) -> str | None:
-    """A server's words as one line of plain text: control characters and newlines removed."""
-    return None if value is None else " ".join(http_policy.clean_text(str(value)).split())

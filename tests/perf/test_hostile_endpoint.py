@@ -40,3 +40,16 @@ def test_an_infinite_token_count_fails_the_request_not_the_sweep(server):
 def test_server_text_is_recorded_as_one_plain_line(server):
     owned_by = probe(server.url, MODEL)["owned_by"]
     assert "\x1b" not in owned_by and "\x07" not in owned_by and "\n" not in owned_by
+
+
+def test_server_text_in_a_progress_line_is_neither_markup_nor_escape_sequences(capsys):
+    from rich.markup import escape
+
+    from quant.progress import Reporter
+
+    reporter = Reporter()
+    reporter.log(f"  [red]EndpointProblem[/red]: {escape('HTTP 500: [/bold] boom [link=x]')}\x1b]52;c;aGk=\x07")
+    reporter.log("  a line with [/unbalanced] markup from elsewhere")   # before: rich's MarkupError
+    err = capsys.readouterr().err
+    assert "[/bold] boom [link=x]" in err and "[/unbalanced]" in err
+    assert "\x1b" not in err and "\x07" not in err
