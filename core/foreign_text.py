@@ -17,3 +17,13 @@ def clean_text(text: str) -> str:
 def one_line(value) -> str | None:
     """A foreign value as one line of plain text: control characters removed, whitespace runs one space."""
     return None if value is None else " ".join(clean_text(str(value)).split())
+
+
+_TAG = re.compile(r"<(?=[A-Za-z/!?])")
+
+
+def markdown_cell(text) -> str:
+    """Text as one cell of a markdown table (or one list item): on one line, its `|` escaped and anything that
+    would open an HTML tag or comment written as text; backticks, emphasis and links stay as the writer meant
+    them only for the suite's own text, so callers pass foreign text through here."""
+    return _TAG.sub("&lt;", one_line(text) or "").replace("|", "\\|")
