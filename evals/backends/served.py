@@ -165,8 +165,9 @@ class ServedLM(LM):
             if self.max_model_len - prompt_tokens < max_tokens:
                 self._generation_cut(prompt_tokens, max_tokens)
                 max_tokens = self.max_model_len - prompt_tokens
-            if max_tokens < 1:
-                return ""
+            if max_tokens < 1:   # an empty answer would be scored wrong: the task cannot be measured here
+                raise NotMeasurable(f"a prompt of {prompt_tokens} tokens leaves no room for an answer within "
+                                    f"max_model_len {self.max_model_len}")
         body = {"prompt": context, "max_tokens": max_tokens, "temperature": float(gen_kwargs.get("temperature", 0.0)),
                 "stop": until[:MAX_SERVER_STOPS], "seed": 1234}
         return truncate_at_stops((await self._post(body))["text"], until)

@@ -53,3 +53,15 @@ def test_server_text_in_a_progress_line_is_neither_markup_nor_escape_sequences(c
     err = capsys.readouterr().err
     assert "[/bold] boom [link=x]" in err and "[/unbalanced]" in err
     assert "\x1b" not in err and "\x07" not in err
+
+
+@pytest.mark.parametrize("server", ["ok"], indirect=True)
+def test_a_prompt_longer_than_the_servers_context_is_not_measurable_never_a_wrong_answer(server):
+    from evals.backends.served import NotMeasurable
+    from tests.helpers import DEMO_MODEL
+
+    lm = ServedLM(f"{server.url}/v1/completions", MODEL, tokenizer_dir=DEMO_MODEL, max_retries=0, timeout_s=10)
+    assert lm.max_model_len == 512
+    with pytest.raises(NotMeasurable, match="tokens leaves no room for an answer within max_model_len 512"):
+        lm._run_all([lm._generate("word " * 800, {"max_gen_toks": 4})])   # before: "" scored as a wrong answer
+    assert lm._run_all([lm._generate("word " * 10, {"max_gen_toks": 4})]) == [" Paris"]
