@@ -19,7 +19,7 @@ from rich.markup import escape
 from core.hashing import tree_digest
 from core.recipe import Recipe, RecipeError, Variant
 from core.remote import Location, locate
-from core.results import SCHEMA_VERSION, Results
+from core.results import SCHEMA_VERSION, Results, VariantRecord, first_problem
 from core.run_layout import RunLayout
 from core.store import Cache, read_json, remove_leftovers, write_json
 from evals import sandbox
@@ -92,6 +92,7 @@ def _take(ctx: SweepContext, out: Path, results: dict, variant: Variant, record:
     """A finished variant's record into the results (saved and published). EngineStartError where the engine
     refused to start with the recipe's engine arguments or environment: every later variant would meet the same."""
     reporter = ctx.reporter
+    record = _valid_record(variant, record)
     results["variants"][variant.name] = record
     if ctx.out_remote and record.get("ran_on", {}).get("executor") != "local":
         # what the variant's worker (maybe another node) published: per-item files, perf records, server log
@@ -102,8 +103,18 @@ def _take(ctx: SweepContext, out: Path, results: dict, variant: Variant, record:
     ok = record["status"] == "ok"
     if record.get("engine_refused_recipe"):
         raise EngineStartError(f"variant {variant.name}: {record['reason']}")
-    reporter.log(f"{variant.name}: {record['status']}" + ("" if ok else f" — {record['reason']}"),
+    reporter.log(f"{variant.name}: {record['status']}" + ("" if ok else f" — {escape(str(record['reason']))}"),
                  style=None if ok else "yellow")
+
+
+def _valid_record(variant: Variant, record: dict) -> dict:
+    """The record as results.json's schema takes it; one it refuses (an endpoint's absurd numbers that got
+    through) fails that variant, named, instead of the sweep."""
+    try:
+        VariantRecord.model_validate(record)
+        return record
+    except ValidationError as exc:
+        return new_record(variant, "failed", f"its measurements are not valid results: {first_problem(exc)}")
 
 
 def _check(recipe: Recipe, recipe_path: Path | None, reporter: Reporter, only: list[str] | None) -> dict[str, str]:

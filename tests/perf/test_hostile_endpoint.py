@@ -65,3 +65,16 @@ def test_a_prompt_longer_than_the_servers_context_is_not_measurable_never_a_wron
     with pytest.raises(NotMeasurable, match="tokens leaves no room for an answer within max_model_len 512"):
         lm._run_all([lm._generate("word " * 800, {"max_gen_toks": 4})])   # before: "" scored as a wrong answer
     assert lm._run_all([lm._generate("word " * 10, {"max_gen_toks": 4})]) == [" Paris"]
+
+
+def test_a_record_the_results_schema_refuses_fails_its_variant_not_the_sweep():
+    from core.recipe import Variant
+    from quant.context import new_record
+    from quant.sweep import _valid_record
+
+    variant = Variant(name="deployed")
+    good = new_record(variant)
+    assert _valid_record(variant, good) is good
+    bad = {**good, "perf": {"tiny": {"points": [{"output_tokens_per_s": float("inf")}]}}}
+    record = _valid_record(variant, bad)
+    assert record["status"] == "failed" and record["reason"].startswith("its measurements are not valid results: ")
