@@ -20,6 +20,9 @@ from core import http_policy
 from core.foreign_text import clean_text
 
 
+REQUEST_DEADLINE_S = 3600.0   # one streamed request, in all: a server that trickles tokens forever is cut here
+
+
 @dataclass
 class RequestRecord:
     start: float                     # time.perf_counter() when the request was sent
@@ -65,10 +68,12 @@ def request_body(model: str, prompt: list[int] | str, output_tokens: int) -> dic
 def make_client(concurrency: int, timeout_s: float = 600.0, headers: dict[str, str] | None = None,
                 url: str = "http://127.0.0.1") -> aiohttp.ClientSession:
     """One session per workload to the server at url, `concurrency` keep-alive connections, under the suite's
-    HTTP policy (core/http_policy.py: proxy, CA bundle); a request may take up to timeout_s in all."""
+    HTTP policy (core/http_policy.py: proxy, CA bundle); a read may stall up to timeout_s, a request take up
+    to REQUEST_DEADLINE_S in all."""
     connector = aiohttp.TCPConnector(limit=concurrency, ssl=http_policy.ssl_context())
     return aiohttp.ClientSession(connector=connector, headers=headers, **http_policy.aiohttp_options(url),
-                                 timeout=aiohttp.ClientTimeout(total=timeout_s, sock_connect=30))
+                                 timeout=aiohttp.ClientTimeout(total=max(timeout_s, REQUEST_DEADLINE_S),
+                                                               sock_connect=30, sock_read=timeout_s))
 
 
 def _tokens_in(choice: dict) -> int:

@@ -48,11 +48,13 @@ class ServedLM(LM):
 
     def __init__(self, completions_url: str, model: str, tokenizer_dir: str | Path | None = None,
                  concurrency: int = 32, max_retries: int = 4, timeout_s: float = 300.0, progress=None,
-                 headers: dict[str, str] | None = None, unscorable: str | None = None) -> None:
+                 headers: dict[str, str] | None = None, unscorable: str | None = None,
+                 deadline_s: float = 3600.0) -> None:
         super().__init__()
         self.url, self.model, self.tokenizer_dir = completions_url, model, tokenizer_dir
         self.headers, self.unscorable = dict(headers or {}), unscorable
         self.concurrency, self.max_retries, self.timeout_s = concurrency, max_retries, timeout_s
+        self.deadline_s = max(deadline_s, timeout_s)   # one request in all; timeout_s: one read
         self.progress = progress  # callable(n_done) or None
         self.cut_generations = 0   # prompts so long the context could not hold max_gen_toks more tokens
 
@@ -198,7 +200,7 @@ class ServedLM(LM):
         body = {"model": self.model, **body}
         for attempt in range(self.max_retries + 1):
             try:
-                status, text = await asyncio.wait_for(self._send(body), self.timeout_s)
+                status, text = await asyncio.wait_for(self._send(body), self.deadline_s)
                 if status == 200:
                     return _choice(text, self.url)
                 if status < 500 and status != 429:  # our request is wrong (or a redirect, never followed): no retry
