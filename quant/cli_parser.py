@@ -147,7 +147,7 @@ def build(handlers: dict[str, Callable], version: str) -> argparse.ArgumentParse
                    "variant to export")
     e.add_argument("dir", metavar="DIR", help="the folder to write (its parent is created; it must not exist or be "
                    "empty)")
-    e.add_argument("--force", action="store_true", help="replace a non-empty DIR")
+    e.add_argument("--force", action="store_true", help="replace a DIR holding an earlier export")
     e.add_argument("--allow-undeployable", action="store_true", help="export a variant recorded failed or "
                    "unsupported (default: exit 2); its card says so on the first line after its metadata header")
     e.add_argument("--policy", metavar="FILE", help="the gate policy the card's verdict is decided under "
