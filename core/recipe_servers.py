@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import Field
+from pydantic import Field, field_validator
+
+from core.http_policy import userinfo_problem
 
 from core.strict import Strict
 
@@ -15,7 +17,16 @@ class Endpoint(Strict):
     splits the scored text and makes the perf prompts."""
     base_url: str = Field(pattern=r"^https?://[^\s/]+(/\S*)?$")   # e.g. http://127.0.0.1:8000 (without /v1)
     model: str = Field(min_length=1)   # the served model name, as its /v1/models lists it
-    api_key_env: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")   # sent as a Bearer token
+    # sent as a Bearer token, only where the person running the suite allows it (docs/security.md): a variable
+    # named QUANT_ENDPOINT_* or listed in $QUANT_ENDPOINT_KEY_VARS, over https or to a loopback address
+    api_key_env: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+    @field_validator("base_url")
+    @classmethod
+    def _no_userinfo(cls, url: str) -> str:
+        if problem := userinfo_problem(url):
+            raise ValueError(problem)
+        return url
 
 
 class LlamaCpp(Strict):

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from core.hashing import digest
 from core.owners import owner_tag
+from core.safe_paths import UnsafePath, checked_key, inside
 
 _URL = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*://")
 _TEMPORARY = re.compile(r"^\..+\.tmp$")
@@ -60,7 +61,7 @@ class Remote:
         return Remote, (self.url,)
 
     def _abs(self, rel: str) -> str:
-        return f"{self.root}/{rel}" if rel else self.root
+        return f"{self.root}/{remote_key(rel)}" if rel else self.root
 
     def probe(self) -> None:
         """One request, before any work: credentials, bucket and network problems surface here, as one error."""
@@ -147,11 +148,13 @@ class Remote:
             return 0
         count = 0
         for remote_path in self.fs.find(base):
+            if not remote_path.startswith(f"{base}/"):
+                raise RemoteError(f"{self.url}: it lists {remote_path!r}, outside {rel or 'its root'}")
             relative = remote_path[len(base):].lstrip("/")
             name = relative.rsplit("/", 1)[-1]
             if _TEMPORARY.match(name) or relative.startswith(BUILD_PREFIX):
                 continue
-            target = Path(local) / relative
+            target = local_target(self.url, Path(local), relative)
             target.parent.mkdir(parents=True, exist_ok=True)
             self.fs.get_file(remote_path, str(target))
             count += 1
@@ -162,6 +165,24 @@ def _bucket(fs, root: str) -> str | None:
     """The bucket (container) of an object store's path; None for a file system, where folders are made as needed.
     Object stores are the filesystems that split paths into a bucket and a key (s3fs, gcsfs, adlfs)."""
     return root.split("/", 1)[0] if hasattr(fs, "split_path") and root else None
+
+
+def remote_key(rel: str) -> str:
+    """The one check of every key read from or written to a remote: relative, no '..', no empty part;
+    RemoteError (one line) otherwise."""
+    try:
+        return checked_key(rel, "remote key")
+    except UnsafePath as exc:
+        raise RemoteError(str(exc)) from None
+
+
+def local_target(url: str, local: Path, relative: str) -> Path:
+    """Where a downloaded key lands in the mirror: inside it, never through a symbolic link out of it."""
+    remote_key(relative)
+    try:
+        return inside(local, relative, f"{url}: key")
+    except UnsafePath as exc:
+        raise RemoteError(str(exc)) from None
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from core.safe_paths import checked_component, checked_name
+
 RESULTS_FILE = "results.json"
 LM_EVAL_DIR = "lm_eval"   # lm-eval's own output files, in the eval stage's cache entry and in each variant
 
@@ -41,17 +43,18 @@ class VariantLayout:
 
     def items(self, task: str) -> Path:
         """The per-item records of one task."""
-        return self.root / "evals" / f"{task}.jsonl"
+        return self.root / "evals" / f"{checked_component(task, 'task')}.jsonl"
 
     @property
     def lm_eval(self) -> Path:
         return self.root / LM_EVAL_DIR
 
     def perf_records(self, workload: str) -> Path:
-        return self.root / "perf" / f"{workload}.jsonl"
+        return self.root / "perf" / f"{checked_name(workload, 'workload')}.jsonl"
 
     def vllm_bench(self, workload: str, level: str) -> Path:
-        return self.root / "perf" / workload / f"vllm-bench-{level}.json"
+        level = checked_name(level, "level")
+        return self.root / "perf" / checked_name(workload, "workload") / f"vllm-bench-{level}.json"
 
     @property
     def sensitivity(self) -> Path:
@@ -105,4 +108,5 @@ class RunLayout:
         return self.root / "perf.csv"
 
     def variant(self, name: str) -> VariantLayout:
-        return VariantLayout(self.root / "variants" / name)
+        """A variant's directory; UnsafePath for a name that is not one component in the recipe's pattern."""
+        return VariantLayout(self.root / "variants" / checked_name(name, "variant"))

@@ -2,8 +2,11 @@
 
 Two servers under load on one host share its CPU (the load generator too), memory bandwidth and PCIe, so a
 perf stage takes a lock before its first request: one per node (`node`), one per GPU it was given (`gpu`), or
-none (`none`). The lock is a kernel file lock in the node's temporary directory, so it holds across
-processes of any executor (two local sweeps, Ray workers) and is released when its holder dies.
+none (`none`). The lock is a kernel file lock, so it holds across processes of any executor (two local sweeps,
+Ray workers) and is released when its holder dies. Its file lives in a directory only this user writes
+(<tmp>/quant-suite-<uid>, created 0700 and checked to be a real directory of this user's, not group- or
+world-writable), or in $QUANT_PERF_LOCK_DIR where users who share a machine choose to share one; the file is
+opened without following links and never chmod'ed. The holder writes who it is into it, so a wait names it.
 """
 
 from __future__ import annotations
@@ -11,13 +14,39 @@ from __future__ import annotations
 import fcntl
 import os
 import socket
+import stat
 import tempfile
 import time
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Iterator
 
-LOCK_DIR = Path(tempfile.gettempdir())
+LOCK_DIR_VAR = "QUANT_PERF_LOCK_DIR"
+
+
+class PerfLockError(RuntimeError):
+    """The lock's directory or file is not one this suite can trust: one line saying why."""
+
+
+def lock_dir() -> Path:
+    """The directory of the perf lock files, created and checked as the module docstring says."""
+    configured = os.environ.get(LOCK_DIR_VAR)
+    path = Path(configured) if configured else Path(tempfile.gettempdir()) / f"quant-suite-{os.getuid()}"
+    if not configured:
+        try:
+            os.mkdir(path, 0o700)
+        except FileExistsError:
+            pass
+    try:
+        info = os.lstat(path)
+    except OSError as exc:
+        raise PerfLockError(f"perf lock directory {path}: {exc.strerror}") from None
+    if not stat.S_ISDIR(info.st_mode):
+        raise PerfLockError(f"perf lock directory {path}: not a directory (a link or a file is there); remove it")
+    if not configured and (info.st_uid != os.getuid() or info.st_mode & 0o022):
+        raise PerfLockError(f"perf lock directory {path}: owned by uid {info.st_uid} or writable by others; remove "
+                            f"it, or set ${LOCK_DIR_VAR} to a directory of your own")
+    return path
 
 
 def visible_gpus() -> list[str]:
@@ -31,19 +60,28 @@ def placement() -> dict:
 
 
 def _hold(path: Path, stack: ExitStack, on_wait) -> None:
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
-    stack.callback(os.close, fd)
     try:
-        os.fchmod(fd, 0o666)   # another user's sweep on this node waits for the same lock
-    except PermissionError:
-        pass
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
+    except OSError as exc:
+        raise PerfLockError(f"perf lock {path}: {exc.strerror} (a link planted there is never followed)") from None
+    stack.callback(os.close, fd)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        raise PerfLockError(f"perf lock {path}: not a regular file")
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         if on_wait:
-            on_wait(path.stem.removeprefix("quant-suite-perf-"))
+            on_wait(path.stem.removeprefix("quant-suite-perf-"), _holder(fd))
         fcntl.flock(fd, fcntl.LOCK_EX)
     stack.callback(fcntl.flock, fd, fcntl.LOCK_UN)
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()} since {time.strftime('%H:%M:%S')}".encode(), 0)
+
+
+def _holder(fd: int) -> str:
+    """Who holds the lock, as the holder wrote it (printable characters only)."""
+    text = os.pread(fd, 200, 0).decode("utf-8", "replace")
+    return "".join(c for c in text if c.isprintable()) or "a process that did not say"
 
 
 def lock_names(mode: str, gpus: list[str]) -> list[str]:
@@ -57,11 +95,11 @@ def lock_names(mode: str, gpus: list[str]) -> list[str]:
 @contextmanager
 def exclusive_perf(mode: str, on_wait=None) -> Iterator[dict]:
     """Hold the perf lock(s) for `mode`; yields where this stage runs and how long it waited for the lock.
-    on_wait(lock name) is called when another perf stage holds it."""
+    on_wait(lock name, its holder) is called when another perf stage holds it."""
     where = placement()
     with ExitStack() as stack:
         names = lock_names(mode, where["gpus"])
         waited = time.time()
         for name in names:
-            _hold(LOCK_DIR / f"quant-suite-perf-{name}.lock", stack, on_wait)
+            _hold(lock_dir() / f"quant-suite-perf-{name}.lock", stack, on_wait)
         yield {**where, "isolation": mode, "waited_s": round(time.time() - waited, 2)}

@@ -16,6 +16,12 @@ from typing import Callable, Iterator
 
 import aiohttp
 
+from core import http_policy
+from core.foreign_text import clean_text
+
+
+REQUEST_DEADLINE_S = 3600.0   # one streamed request, in all: a server that trickles tokens forever is cut here
+
 
 @dataclass
 class RequestRecord:
@@ -59,12 +65,15 @@ def request_body(model: str, prompt: list[int] | str, output_tokens: int) -> dic
     }
 
 
-def make_client(concurrency: int, timeout_s: float = 600.0, headers: dict[str, str] | None = None
-                ) -> aiohttp.ClientSession:
-    """One session per workload, `concurrency` keep-alive connections; a read may stall up to timeout_s.
-    aiohttp ignores HTTP(S)_PROXY unless told otherwise: 127.0.0.1 is never routed through a proxy."""
-    return aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=concurrency), headers=headers,
-                                 timeout=aiohttp.ClientTimeout(total=None, sock_connect=30, sock_read=timeout_s))
+def make_client(concurrency: int, timeout_s: float = 600.0, headers: dict[str, str] | None = None,
+                url: str = "http://127.0.0.1") -> aiohttp.ClientSession:
+    """One session per workload to the server at url, `concurrency` keep-alive connections, under the suite's
+    HTTP policy (core/http_policy.py: proxy, CA bundle); a read may stall up to timeout_s, a request take up
+    to REQUEST_DEADLINE_S in all."""
+    connector = aiohttp.TCPConnector(limit=concurrency, ssl=http_policy.ssl_context())
+    return aiohttp.ClientSession(connector=connector, headers=headers, **http_policy.aiohttp_options(url),
+                                 timeout=aiohttp.ClientTimeout(total=max(timeout_s, REQUEST_DEADLINE_S),
+                                                               sock_connect=30, sock_read=timeout_s))
 
 
 def _tokens_in(choice: dict) -> int:
@@ -79,12 +88,16 @@ async def one_request(client: aiohttp.ClientSession, url: str, body: dict) -> Re
     last = rec.start
     counted, done = 0, False
     try:
-        async with client.post(url, json=body) as resp:
+        async with client.post(url, json=body, allow_redirects=False) as resp:
             if resp.status != 200:
-                text = (await resp.read()).decode("utf-8", "replace")
-                rec.error = f"HTTP {resp.status}: {text[:300]}"
+                text = (await resp.content.read(300)).decode("utf-8", "replace")
+                rec.error = f"HTTP {resp.status}: {clean_text(text)}"
                 return rec
+            read = 0
             async for line in resp.content:    # one SSE line at a time
+                read += len(line)
+                if read > http_policy.MAX_BODY_BYTES:
+                    raise http_policy.PolicyError(f"the stream is larger than {http_policy.MAX_BODY_BYTES} bytes")
                 if not line.startswith(b"data:"):
                     continue
                 now = time.perf_counter()
@@ -93,13 +106,16 @@ async def one_request(client: aiohttp.ClientSession, url: str, body: dict) -> Re
                     done = True
                     break
                 chunk = json.loads(data)
+                if not isinstance(chunk, dict):
+                    raise ValueError("a stream chunk is not a JSON object")
                 if "error" in chunk:
                     err = chunk["error"]
-                    rec.error = f"stream error: {err.get('message', err) if isinstance(err, dict) else err}"
+                    err = err.get('message', err) if isinstance(err, dict) else err
+                    rec.error = f"stream error: {clean_text(str(err))[:300]}"
                     break
                 if chunk.get("usage"):
-                    rec.prompt_tokens = chunk["usage"].get("prompt_tokens")
-                    rec.output_tokens = chunk["usage"].get("completion_tokens", 0)
+                    rec.prompt_tokens = token_count(chunk["usage"].get("prompt_tokens"), allow_none=True)
+                    rec.output_tokens = token_count(chunk["usage"].get("completion_tokens", 0))
                 k = sum(_tokens_in(c) for c in chunk.get("choices") or [])
                 if k == 0:
                     continue
@@ -112,7 +128,7 @@ async def one_request(client: aiohttp.ClientSession, url: str, body: dict) -> Re
                 last = now
                 counted += k
     except Exception as exc:   # a failed request is a data point, never a crash of the sweep
-        rec.error = f"{type(exc).__name__}: {exc}".rstrip(": ")
+        rec.error = clean_text(f"{type(exc).__name__}: {exc}".rstrip(": "))[:300]
     finally:
         rec.e2e_s = time.perf_counter() - rec.start
     if not rec.output_tokens:
@@ -122,6 +138,15 @@ async def one_request(client: aiohttp.ClientSession, url: str, body: dict) -> Re
     elif rec.error is None and counted == 0:
         rec.error = "stream carried no tokens"
     return rec
+
+
+def token_count(value, allow_none: bool = False) -> int | None:
+    """A server's token count: a non-negative int below a billion; ValueError for anything else."""
+    if value is None and allow_none:
+        return None
+    if type(value) is not int or not 0 <= value < 10**9:
+        raise ValueError(f"the server's usage counts {str(value)[:40]!r} tokens")
+    return value
 
 
 def _per_request(output_tokens: int | list[int], n: int) -> list[int]:
@@ -136,7 +161,7 @@ async def run_closed_loop(completions_url: str, model: str, prompts: list[list[i
 
     A worker sends its next request the moment its previous one ends (a closed loop)."""
     own = client is None
-    client = client or make_client(concurrency)
+    client = client or make_client(concurrency, url=completions_url)
     outputs = _per_request(output_tokens, len(prompts))
     records: list[RequestRecord | None] = [None] * len(prompts)
     queue = iter(range(len(prompts)))   # shared by the workers; safe since asyncio is single-threaded

@@ -128,7 +128,8 @@ class _Run:
         w = self.workload
         # connections: a closed loop never has more in flight than its top level; an open loop is uncapped
         in_flight = max(c for _, c in w.levels()) if not w.open_loop else (w.max_concurrency or OPEN_LOOP_CONNECTIONS)
-        async with make_client(int(in_flight), headers=getattr(self.server, "headers", None)) as self.client:
+        async with make_client(int(in_flight), headers=getattr(self.server, "headers", None),
+                               url=self.base_url) as self.client:
             if w.rate_search:
                 await self.search(w.rate_search)
             else:

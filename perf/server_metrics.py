@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import math
 
 import aiohttp
 
@@ -15,6 +16,10 @@ COUNTERS = {"generation_tokens": "vllm:generation_tokens_total", "prompt_tokens"
             **{f"{key}_{part}": f"{metric}_{part}" for key, metric in LATENCIES.items() for part in ("sum", "count")}}
 
 
+SCRAPE_DEADLINE_S = 10.0
+MAX_METRICS_BYTES = 16 * 2**20
+
+
 def parse_counters(text: str) -> dict[str, float]:
     """Sum each counter over its label sets (one per model, finish reason, ...)."""
     totals: dict[str, float] = {}
@@ -25,15 +30,26 @@ def parse_counters(text: str) -> dict[str, float]:
         name = name_and_labels.split("{", 1)[0]
         for key, metric in COUNTERS.items():
             if name == metric:
-                totals[key] = totals.get(key, 0.0) + float(value)
+                number = float(value)
+                if not math.isfinite(number) or number < 0:
+                    raise ValueError(f"counter {name} is {value}")
+                totals[key] = totals.get(key, 0.0) + number
     return totals
 
 
 async def read_counters(client: aiohttp.ClientSession, base_url: str) -> dict[str, float] | None:
     try:
-        async with client.get(f"{base_url}/metrics") as resp:
-            return parse_counters(await resp.text()) if resp.status == 200 else None
-    except (aiohttp.ClientError, asyncio.TimeoutError):
+        async with client.get(f"{base_url}/metrics", allow_redirects=False,
+                              timeout=aiohttp.ClientTimeout(total=SCRAPE_DEADLINE_S)) as resp:
+            if resp.status != 200:
+                return None
+            body = bytearray()
+            async for chunk in resp.content.iter_any():
+                body += chunk
+                if len(body) > MAX_METRICS_BYTES:
+                    return None
+            return parse_counters(body.decode("utf-8", "replace"))
+    except (aiohttp.ClientError, asyncio.TimeoutError, ValueError):   # ValueError: a counter that is no number
         return None
 
 

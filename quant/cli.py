@@ -11,6 +11,7 @@ import threading
 from pathlib import Path
 
 from core import exit_codes
+from core.foreign_text import clean_text
 from core.recipe import RecipeError
 from quant import cli_parser, logs
 from quant.cli_parser import STDOUT
@@ -32,7 +33,7 @@ def _write(path: str, text: str) -> str | None:
 
 def fail(args, message: str) -> int:
     """Every command's error: one line, `<command> error: <what>` (a file first where one is at fault), exit 2."""
-    print(f"{args.command} error: {message}", file=sys.stderr)
+    print(f"{args.command} error: {clean_text(message)}", file=sys.stderr)
     return exit_codes.BAD_INPUT
 
 
@@ -76,7 +77,7 @@ def cmd_sweep(args) -> int:
                             cache_dir=args.cache_dir,
                             only=args.only, retry_failed=args.retry_failed,
                             allow_unisolated_code=args.allow_unisolated_code, device=args.device,
-                            allow_long_cpu_eval=args.allow_long_cpu_eval)
+                            allow_long_cpu_eval=args.allow_long_cpu_eval, replace_run=args.replace_run)
     except (ModelNotFound, EngineStartError, IsolationRequired, RemoteError, TrustError) as exc:
         return fail(args, str(exc))
     except OSError as exc:
@@ -172,7 +173,8 @@ def cmd_diff(args) -> int:
         baseline, candidate, found = diff_sides(args.baseline, args.candidate, args.task)
     except GateInputError as exc:
         return fail(args, str(exc))
-    print(flips_output.as_text(found, baseline, candidate), file=sys.stderr if args.json == STDOUT else sys.stdout)
+    text = clean_text(flips_output.as_text(found, baseline, candidate))   # model answers: no escape sequences
+    print(text, file=sys.stderr if args.json == STDOUT else sys.stdout)
     if args.json and (error := _write(args.json, flips_output.as_json(found, baseline, candidate))):
         return fail(args, error)
     return exit_codes.OK

@@ -96,6 +96,8 @@ def build(handlers: dict[str, Callable], version: str) -> argparse.ArgumentParse
                    help="score a variant the engine cannot serve in-process on the CPU even where that is estimated "
                    "to take over 2 hours (default: recorded unsupported, not scored; the estimate is printed)")
     s.add_argument("--quiet", action="store_true", help="no progress lines, only the report and errors")
+    s.add_argument("--replace-run", action="store_true",
+                   help="let --out replace a run of another recipe there (default: refused, exit 2)")
 
     v = _command(sub, "validate", "every check a sweep makes before work, and no work", handlers["validate"])
     v.add_argument("recipe", help="the recipe YAML to check")
@@ -152,7 +154,7 @@ def build(handlers: dict[str, Callable], version: str) -> argparse.ArgumentParse
                    "variant to export")
     e.add_argument("dir", metavar="DIR", help="the folder to write (its parent is created; it must not exist or be "
                    "empty)")
-    e.add_argument("--force", action="store_true", help="replace a non-empty DIR")
+    e.add_argument("--force", action="store_true", help="replace a DIR holding an earlier export")
     e.add_argument("--allow-undeployable", action="store_true", help="export a variant recorded failed or "
                    "unsupported (default: exit 2); its card says so on the first line after its metadata header")
     e.add_argument("--policy", metavar="FILE", help="the gate policy the card's verdict is decided under "

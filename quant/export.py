@@ -24,6 +24,8 @@ from reports.model_card import CardFolder, folder_serve_command, render_card
 from reports.model_card_gate import card_verdict, gate_command
 
 CARD, MANIFEST, RECIPE = "README.md", "quant_manifest.json", "quant_recipe.yaml"
+RECIPE_OPENING = "# the recipe of run "    # how an export's recipe file opens: what marks a folder as an export
+WEIGHTS = {".safetensors", ".bin", ".gguf", ".pt", ".pth"}
 OWN_FILES = {CARD, MANIFEST}            # the checkpoint's own copies are replaced by the export's
 DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
 copy_file = shutil.copyfile             # follows links: what is copied is the file, never a link into a cache
@@ -113,16 +115,68 @@ def _checkpoint_files(target: Target) -> tuple[Path | None, list[str]]:
         raise ExportError(f"{source}: the checkpoint of {target.name} is not there (the stage cache was removed, or "
                           f"the run was made on another machine); re-run `quant sweep` on the run's recipe here to "
                           f"rebuild it, then export")
-    files = sorted(p.relative_to(source).as_posix() for p in source.rglob("*")
-                   if p.is_file() and p.relative_to(source).as_posix() not in OWN_FILES)
-    return source, files
+    if not (source / "config.json").is_file() or not any(p.suffix in WEIGHTS for p in source.iterdir()):
+        raise ExportError(f"{source}: the checkpoint recorded for {target.name} is not a model folder (no "
+                          "config.json and weights); export only copies a checkpoint")
+    return source, [name for name in _regular_files(source) if name not in OWN_FILES]
 
 
-def check_destination(dest: Path, force: bool) -> None:
+def _regular_files(source: Path) -> list[str]:
+    """The checkpoint's regular files (relative names); ExportError for a symbolic link that leads outside it or
+    anything that is neither a file nor a folder."""
+    root, files = source.resolve(), []
+    for path in sorted(source.rglob("*")):
+        name = path.relative_to(source).as_posix()
+        real = path.resolve()
+        if root not in real.parents:
+            raise ExportError(f"{path}: a symbolic link leading outside the checkpoint ({real}); nothing exported")
+        if real.is_file():
+            files.append(name)
+        elif not real.is_dir():
+            raise ExportError(f"{path}: not a regular file; nothing exported")
+    return files
+
+
+def _is_export(folder: Path) -> bool:
+    """A folder an earlier `quant export` wrote: its recipe file opens with the line export writes."""
+    try:
+        return (folder / MANIFEST).is_file() and (folder / RECIPE).read_text()[:200].startswith(RECIPE_OPENING)
+    except (OSError, UnicodeDecodeError):
+        return False
+
+
+def _caches(target: Target) -> set[Path]:
+    """The stage caches the run's checkpoints are in, and the sweep's default one beside the run."""
+    caches = {target.run_dir.parent / ".cache"}
+    for record in target.results.variants.values():
+        path = Path(record.checkpoint) if record.checkpoint else None
+        if path is not None and len(path.parents) > 2 and path.parents[1].name == "checkpoints":
+            caches.add(path.parents[2])
+    return caches
+
+
+def check_destination(dest: Path, force: bool, target: Target | None = None) -> None:
+    """Nothing the user did not ask for is replaced: DEST may not be, hold or lie inside the run or a stage cache,
+    be or hold the current directory or a version-controlled tree; --force replaces only an earlier export."""
     if dest.is_file() or dest.is_symlink():
         raise ExportError(f"{dest}: a file is there, not a folder; remove it or export elsewhere")
-    if dest.is_dir() and any(dest.iterdir()) and not force:
-        raise ExportError(f"{dest}: not empty; --force replaces it with the export")
+    real = dest.resolve()
+    guarded = [("the run", target.run_dir, True)] if target else []
+    guarded += [("the stage cache", cache, True) for cache in (_caches(target) if target else ())]
+    guarded += [("the current directory", Path.cwd(), False)]
+    for what, path, nor_inside in guarded:
+        path = path.resolve()
+        if real == path or real in path.parents or (nor_inside and path in real.parents):
+            raise ExportError(f"{dest}: {'is' if real == path else 'holds' if real in path.parents else 'is inside'} "
+                              f"{what} ({path}); export elsewhere")
+    if any((real / vcs).exists() for vcs in (".git", ".hg", ".svn")):
+        raise ExportError(f"{dest}: the root of a version-controlled tree; export elsewhere")
+    if dest.is_dir() and any(dest.iterdir()):
+        if not force:
+            raise ExportError(f"{dest}: not empty; --force replaces it with the export")
+        if not _is_export(dest):
+            raise ExportError(f"{dest}: not an earlier export (no {RECIPE} written by `quant export`); --force "
+                              "replaces only an export: remove it yourself or export elsewhere")
 
 
 def _build(target: Target, build: Path, folder: CardFolder, files: list[str], source: Path | None,
@@ -132,7 +186,7 @@ def _build(target: Target, build: Path, folder: CardFolder, files: list[str], so
         copy_file(source / name, build / name)
     results, record = target.results, target.results.variants[target.name]
     write_json(build / MANIFEST, record.manifest or {})
-    write_text(build / RECIPE, f"# the recipe of run {results.recipe_name} (recipe hash {results.recipe_hash}), "
+    write_text(build / RECIPE, f"{RECIPE_OPENING}{results.recipe_name} (recipe hash {results.recipe_hash}), "
                                f"as the run recorded it; {target.name} is one of its variants\n"
                                + yaml.safe_dump(results.recipe, sort_keys=False))
     verdict = None
@@ -176,7 +230,7 @@ def export(spec: str, dest: Path, suite_version: str, *, force: bool = False, al
         raise ExportError(f"{target.run_dir}: {why}: it cannot be deployed (--allow-undeployable exports it anyway, "
                           "and its card says so first)")
     dest = Path(dest).absolute()
-    check_destination(dest, force)
+    check_destination(dest, force, target)
     hub_model = hub_weights(target)
     source, files = (None, []) if hub_model else _checkpoint_files(target)
     folder = CardFolder(name=dest.name, suite_version=suite_version, files=files, hub_model=hub_model,

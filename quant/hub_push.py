@@ -12,6 +12,8 @@ from pathlib import Path
 
 from core.hub import HubError, explain, is_hub_id
 
+HUB_READ_TIMEOUT_S = 120.0
+
 
 @dataclass
 class Pushed:
@@ -34,6 +36,26 @@ def check_push(repo_id: str) -> None:
 
 
 @contextmanager
+def _policy_client():
+    """The hub reached under the suite's HTTP policy (core/http_policy.py): the same proxy rule and CA bundle as
+    every other client. Redirects within an upload are followed as huggingface_hub needs them (httpx drops the
+    token on a redirect to another host); a read may stall at most HUB_READ_TIMEOUT_S."""
+    import httpx
+    from huggingface_hub import constants, set_client_factory
+    from huggingface_hub.utils._http import default_client_factory, hf_request_event_hook
+
+    from core import http_policy
+
+    options = {**http_policy.httpx_options(constants.ENDPOINT), "follow_redirects": True}
+    set_client_factory(lambda: httpx.Client(event_hooks={"request": [hf_request_event_hook]},
+                                            timeout=httpx.Timeout(HUB_READ_TIMEOUT_S), **options))
+    try:
+        yield
+    finally:
+        set_client_factory(default_client_factory)
+
+
+@contextmanager
 def _quiet_client():
     """The client's own warning on an unchanged folder: `quant export` says it in its own line."""
     logger = logging.getLogger("huggingface_hub")
@@ -52,11 +74,12 @@ def push_folder(folder: Path, repo_id: str, private: bool = True) -> Pushed:
     check_push(repo_id)
     api = HfApi()
     try:
-        url = api.create_repo(repo_id, private=private, exist_ok=True)
-        before = api.repo_info(repo_id).sha
-        with _quiet_client():
-            info = api.upload_folder(folder_path=folder, repo_id=repo_id, delete_patterns="*",
-                                     commit_message=f"quant export: {folder.name}")
+        with _policy_client():
+            url = api.create_repo(repo_id, private=private, exist_ok=True)
+            before = api.repo_info(repo_id).sha
+            with _quiet_client():
+                info = api.upload_folder(folder_path=folder, repo_id=repo_id, delete_patterns="*",
+                                         commit_message=f"quant export: {folder.name}")
     except Exception as exc:  # noqa: BLE001 - the client raises many kinds; each becomes one line
         raise HubError(explain(exc, "model", repo_id, None)) from None
     return Pushed(str(url), info.oid, info.oid != before)

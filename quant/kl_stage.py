@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+from rich.markup import escape
+
 from core.hashing import digest
 from core.recipe import Variant
 from evals.kl import TOP_K, item_kl, item_top1_agreement, reference_pairs
@@ -61,7 +63,7 @@ class KlStage:
                 self.not_measurable[task] = str(exc)
                 if self.variant.baseline:
                     self.ctx.kl_unmeasurable[task] = f"the baseline's {exc}"
-                self.ctx.reporter.log(f"  KL {task}: not measurable on this engine ({exc})", style="yellow")
+                self.ctx.reporter.log(f"  KL {task}: not measurable on this engine ({escape(str(exc))})", style="yellow")
 
     def _run_one(self, session: Session, task: str, mean_ci) -> None:
         ctx = self.ctx

@@ -83,8 +83,8 @@ def run_endpoint_variant(ctx: SweepContext, variant: Variant, server=None, recor
     def session() -> Iterator[Session]:
         from evals.backends.served import ServedLM, RequestRejected   # lm-eval: only when a stage has work
 
-        ctx.reporter.log(f"  endpoint {server.base_url} (model {server.model}); prompt log-probabilities: "
-                         f"{facts.get('prompt_logprobs')}")
+        ctx.reporter.log(escape(f"  endpoint {server.base_url} (model {server.model}); prompt log-probabilities: "
+                                f"{facts.get('prompt_logprobs')}"))
         lm = ServedLM(server.completions_url, server.model, tokenizer_dir=ctx.model_dir,
                       concurrency=ctx.recipe.eval_concurrency, headers=server.headers, unscorable=unscorable)
         try:

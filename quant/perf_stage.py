@@ -56,8 +56,9 @@ class PerfStage:
         ctx = self.ctx
         slo = ctx.recipe.perf.slo.bounds() if ctx.recipe.perf.slo else None
 
-        def waiting(lock: str) -> None:
-            ctx.reporter.log(f"  perf: waiting for the {lock} perf lock (another variant is being measured there)")
+        def waiting(lock: str, holder: str) -> None:
+            ctx.reporter.log(f"  perf: waiting for the {lock} perf lock (another variant is being measured there: "
+                             f"held by {holder})")
 
         with exclusive_perf(ctx.recipe.execution.perf_isolation, on_wait=waiting) as where, \
                 (ctx.ahead.paused() if ctx.ahead else nullcontext()), \

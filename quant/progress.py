@@ -7,9 +7,12 @@ import time
 from contextlib import contextmanager
 
 from rich.console import Console
+from rich.errors import MarkupError
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColumn, TextColumn, TimeElapsedColumn
 from rich.text import Text
+
+from core.foreign_text import clean_text
 
 
 class RateColumn(ProgressColumn):
@@ -34,9 +37,15 @@ class Reporter:
         return other
 
     def log(self, message: str, style: str | None = None) -> None:
+        """message: the suite's own markup, with foreign text in it escaped (rich.markup.escape) by the caller.
+        Control characters never reach the terminal, and a line rich cannot parse is printed as it is."""
         if not self.quiet:
             elapsed = time.time() - self.t0
-            self.console.print(f"[dim]{elapsed:7.1f}s[/dim] {self.prefix}{message}", style=style)
+            line = f"[dim]{elapsed:7.1f}s[/dim] {self.prefix}{clean_text(message)}"
+            try:
+                self.console.print(line, style=style)
+            except MarkupError:
+                self.console.print(Text(f"{elapsed:7.1f}s {self.prefix}{clean_text(message)}"), style=style)
 
     @contextmanager
     def bar(self, description: str, total: int | None):

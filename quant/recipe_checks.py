@@ -54,3 +54,30 @@ def generation_problems(tasks: list[tuple[int, Task]], engine: Engine | None,
             problems.append((("tasks", i, "gen_kwargs", "max_gen_toks"), f"{task.key}: {tokens} tokens to generate "
                              f"leave no room for a prompt within max_model_len {' and '.join(over)}"))
     return problems
+
+
+LONG_CONTEXT_OVERRIDE = "VLLM_ALLOW_LONG_MAX_MODEL_LEN"   # vLLM's own switch for a context past the model's
+
+
+def position_problems(model_dir, engine: Engine | None, variants: list[tuple[int, Variant]]) -> Problems:
+    """A max_model_len above the model's position limit (config.json's max_position_embeddings): the engine
+    refuses it only at start-up, unless engine.env sets vLLM's override."""
+    import json
+    from pathlib import Path
+
+    from perf.validate import context_limits
+
+    if model_dir is None or (engine is not None and engine.env.get(LONG_CONTEXT_OVERRIDE) not in (None, "", "0")):
+        return []
+    try:
+        config = json.loads((Path(model_dir) / "config.json").read_text())
+    except (OSError, ValueError):
+        return []
+    config = config.get("text_config", config) if isinstance(config.get("text_config"), dict) else config
+    positions = config.get("max_position_embeddings")
+    if type(positions) is not int:
+        return []
+    return [(("engine", "args", "max_model_len"), f"max_model_len {limit} ({where}) is above the model's "
+             f"max_position_embeddings {positions}: the engine refuses it (set engine.env "
+             f"{LONG_CONTEXT_OVERRIDE}: '1' to serve it anyway)")
+            for limit, where in context_limits(engine, variants) if limit > positions]

@@ -14,11 +14,12 @@ from contextlib import closing
 from pathlib import Path
 
 from pydantic import ValidationError
+from rich.markup import escape
 
 from core.hashing import tree_digest
 from core.recipe import Recipe, RecipeError, Variant
 from core.remote import Location, locate
-from core.results import SCHEMA_VERSION, Results
+from core.results import SCHEMA_VERSION, Results, VariantRecord, first_problem
 from core.run_layout import RunLayout
 from core.store import Cache, read_json, remove_leftovers, write_json
 from evals import sandbox
@@ -60,7 +61,8 @@ def report_engine_warnings(name: str, warnings: list[str], server_log: Path, rec
 def run_sweep(recipe: Recipe, out: Location | str | Path, recipe_path: Path | None = None,
               cache_dir: str | Path | None = None,
               reporter: Reporter | None = None, only: list[str] | None = None, retry_failed: bool = False,
-              allow_unisolated_code: bool = False, device: str = "auto", allow_long_cpu_eval: bool = False) -> dict:
+              allow_unisolated_code: bool = False, device: str = "auto", allow_long_cpu_eval: bool = False,
+              replace_run: bool = False) -> dict:
     """The pipeline: check the recipe; per variant (the baseline first: KL needs it) quantize, then evals, KL
     and perf (run_variant: one after another here, or side by side on Ray: quant/executors), saving
     results.json after each; then the reports.
@@ -83,6 +85,8 @@ def run_sweep(recipe: Recipe, out: Location | str | Path, recipe_path: Path | No
         if location.remote:   # the URL is the truth: an earlier run there is resumed as a local one would be
             shutil.rmtree(out, ignore_errors=True)
             location.remote.download_dir("", out)
+        if not replace_run:
+            _check_not_another_run(out, recipe, str(location))
         ctx = _context(recipe, location, recipe_path, cache_dir, reporter, retry_failed, sweep_device(device))
         ctx.allow_long_cpu_eval = allow_long_cpu_eval
         ctx.endpoints.update(endpoints)
@@ -102,6 +106,7 @@ def _take(ctx: SweepContext, out: Path, results: dict, variant: Variant, record:
     """A finished variant's record into the results (saved and published). EngineStartError where the engine
     refused to start with the recipe's engine arguments or environment: every later variant would meet the same."""
     reporter = ctx.reporter
+    record = _valid_record(variant, record)
     results["variants"][variant.name] = record
     if ctx.out_remote and record.get("ran_on", {}).get("executor") != "local":
         # what the variant's worker (maybe another node) published: per-item files, perf records, server log
@@ -112,8 +117,18 @@ def _take(ctx: SweepContext, out: Path, results: dict, variant: Variant, record:
     ok = record["status"] == "ok"
     if record.get("engine_refused_recipe"):
         raise EngineStartError(f"variant {variant.name}: {record['reason']}")
-    reporter.log(f"{variant.name}: {record['status']}" + ("" if ok else f" — {record['reason']}"),
+    reporter.log(f"{variant.name}: {record['status']}" + ("" if ok else f" — {escape(str(record['reason']))}"),
                  style=None if ok else "yellow")
+
+
+def _valid_record(variant: Variant, record: dict) -> dict:
+    """The record as results.json's schema takes it; one it refuses (an endpoint's absurd numbers that got
+    through) fails that variant, named, instead of the sweep."""
+    try:
+        VariantRecord.model_validate(record)
+        return record
+    except ValidationError as exc:
+        return new_record(variant, "failed", f"its measurements are not valid results: {first_problem(exc)}")
 
 
 def _check(recipe: Recipe, recipe_path: Path | None, reporter: Reporter, only: list[str] | None) -> dict[str, str]:
@@ -212,6 +227,17 @@ def _now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
 
 
+def _check_not_another_run(out: Path, recipe: Recipe, where: str) -> None:
+    """A run directory holding another recipe's run is not this sweep's to replace (RecipeError, exit 2)."""
+    try:
+        other = read_json(RunLayout(out).results).get("recipe_name")
+    except (OSError, json.JSONDecodeError, AttributeError):
+        return
+    if isinstance(other, str) and other != recipe.name:
+        raise RecipeError(f"--out {where}: holds a run of recipe {other!r}, not {recipe.name!r}; choose another "
+                          "--out, or pass --replace-run to replace it", where)
+
+
 def _load_previous(out: Path, recipe: Recipe) -> dict:
     """A new run's document; with the variants of an earlier run of the same recipe in `out` that this run
     does not redo (--only). An earlier unversioned file is read like version 1 (re-running the sweep is how
@@ -267,7 +293,7 @@ def run_variant(ctx: SweepContext, variant: Variant) -> dict:
     try:
         measure_variant(ctx, variant, checkpoint, record)
     except Exception as exc:  # noqa: BLE001 - one variant's failure must not end the sweep
-        ctx.reporter.log(f"  [red]{type(exc).__name__}[/red]: {exc}")
+        ctx.reporter.log(f"  [red]{type(exc).__name__}[/red]: {escape(str(exc))}")
         record.update(status="failed", reason=f"measurement: {type(exc).__name__}: {str(exc)[:300]}")
     finally:
         report_engine_warnings(variant.name, engine_warnings(log_since(server_log, seen), limit=500), server_log,

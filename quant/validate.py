@@ -148,6 +148,9 @@ def _check(parts: Parts, recipe_dir: Path | None, text: str, source: str, engine
         stage, found.engine_flags = perf.validate.check(parts.engine, parts.variants)
         collect(stage)
     _cross(parts, add, found)
+    from quant.recipe_checks import position_problems
+    for loc, message in position_problems(model_dir, parts.engine, parts.variants):
+        add(found.errors, loc, message)
     if parts.execution and parts.execution.executor == "ray" and importlib.util.find_spec("ray") is None:
         add(found.errors, ("execution", "executor"), "the ray executor needs Ray: pip install 'quant-suite[ray]' "
             "(make setup installs it)")

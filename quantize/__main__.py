@@ -98,10 +98,22 @@ def _work(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check_out(out: Path) -> None:
+    """--out is replaced by the checkpoint: only an empty directory or one this command wrote before."""
+    from quantize.manifest import MANIFEST_NAME
+
+    if out.is_symlink() or (out.exists() and not out.is_dir()):
+        raise ValueError(f"--out {out}: not a directory")
+    if out.is_dir() and any(out.iterdir()) and not (out / MANIFEST_NAME).is_file():
+        raise ValueError(f"--out {out}: not empty and not a checkpoint this command wrote (no {MANIFEST_NAME}); "
+                         "give a new or empty directory")
+
+
 def _supervise(args: argparse.Namespace, argv: list[str]) -> int:
     """The parent: validate the arguments, run the child, turn any way it can die into one reason line."""
     try:
         _parse(args)
+        _check_out(args.out)
     except Exception as exc:  # noqa: BLE001
         return _fail(_one_line(exc))
     with tempfile.TemporaryDirectory(prefix="quantize-") as tmp:

@@ -6,6 +6,7 @@ import json
 import math
 from xml.sax.saxutils import escape, quoteattr
 
+from core.foreign_text import clean_text
 from reports.family import Family
 from reports.gate import Check, outcome
 
@@ -97,18 +98,21 @@ def junit_suite(checks: list[Check], suite: str, policy_source: str = "") -> str
     failures = sum(c.verdict.outcome != "pass" for c in checks)
     cases = []
     for c in checks:
-        message = quoteattr(f"{c.verdict.outcome}: {c.verdict.reason}{_extra(c)}")
-        body = {"pass": f"<system-out>{escape('NOT DEPLOYABLE: ' + c.caveat_detail)}</system-out>" if c.caveat else "",
+        message = quoteattr(clean_text(f"{c.verdict.outcome}: {c.verdict.reason}{_extra(c)}"))
+        body = {"pass": f"<system-out>{escape(clean_text('NOT DEPLOYABLE: ' + c.caveat_detail))}</system-out>"
+                if c.caveat else "",
                 "regression": f'<failure type="regression" message={message}/>',
                 "inconclusive": f'<failure type="inconclusive" message={message}/>'}[c.verdict.outcome]
-        props = "".join(f'<property name="{k}" value="{escape(str(v))}"/>' for k, v in
+        props = "".join(f'<property name={quoteattr(k)} value={quoteattr(clean_text(str(v)))}/>' for k, v in
                         (_numbers(c) | {"evidence": c.evidence, "test": c.comparison.get("test"),
                                         "not_deployable": c.caveat_detail or None}).items()
                         if v is not None)
-        cases.append(f'  <testcase classname="{escape(suite)}" name="{escape(c.task)}.{escape(c.metric)}">'
+        cases.append(f'  <testcase classname={quoteattr(clean_text(suite))} '
+                     f'name={quoteattr(clean_text(f"{c.task}.{c.metric}"))}>'
                      f"<properties>{props}</properties>{body}</testcase>")
-    return (f'<testsuite name="{escape(suite)}" tests="{len(checks)}" failures="{failures}" skipped="0">\n'
-            f'  <properties><property name="policy" value={quoteattr(policy_source)}/></properties>\n'
+    return (f'<testsuite name={quoteattr(clean_text(suite))} tests="{len(checks)}" failures="{failures}" '
+            f'skipped="0">\n  <properties><property name="policy" value={quoteattr(clean_text(policy_source))}/>'
+            '</properties>\n'
             + "\n".join(cases) + "\n</testsuite>\n")
 
 

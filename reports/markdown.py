@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from core.foreign_text import markdown_cell
 from core.results import Results
 from perf.metrics import samples_needed
 from reports.not_measurable import TITLE as NOT_MEASURABLE, endpoint_cells, not_measurable_lines
@@ -142,9 +143,8 @@ def by_accuracy(rows: list) -> list:
 
 
 def table(headers, rows: list[list[str]]) -> list[str]:
-    cell = lambda text: str(text).replace("|", "\\|")
     return (["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
-            + ["| " + " | ".join(map(cell, row)) + " |" for row in rows] + [""])
+            + ["| " + " | ".join(map(markdown_cell, row)) + " |" for row in rows] + [""])
 
 
 def summary_section(summary: Summary, baseline: str) -> list[str]:
@@ -177,11 +177,12 @@ def render_markdown(results: Results, run_dir=None) -> str:
         lines += [FOREIGN_LOAD_FOOTNOTE, ""]
     lines += checkpoints_table(results) + placement_table(results)
     if unmeasured := not_measurable_lines(results):
-        lines += [f"## {NOT_MEASURABLE}", ""] + [f"- **{n}** — {what}" for n, what in unmeasured] + [""]
+        lines += [f"## {NOT_MEASURABLE}", ""]
+        lines += [f"- **{n}** — {markdown_cell(what)}" for n, what in unmeasured] + [""]
     failures = [(n, v) for n, v in results.variants.items() if not v.ok]
     if failures:
         lines += ["## Variants not fully measured", ""]
-        lines += [f"- **{n}** — {v.status}: {v.reason}{scored_note(v)}" for n, v in failures]
+        lines += [f"- **{n}** — {v.status}: {markdown_cell(v.reason)}{scored_note(v)}" for n, v in failures]
         lines.append("")
     return "\n".join(lines)
 

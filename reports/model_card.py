@@ -11,6 +11,7 @@ from pathlib import Path
 
 import yaml
 
+from core.foreign_text import markdown_cell
 from core.results import Results, VariantRecord
 from reports.choose import deploy_command, engine_label
 from reports.gate_output import LABEL
@@ -96,7 +97,7 @@ def _what_it_is(results: Results, name: str, folder: CardFolder) -> list[str]:
 
 
 def _cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+    return markdown_cell(text)
 
 
 def _paired(p: dict | None) -> str:

@@ -12,6 +12,7 @@ from pathlib import Path
 from core.hashing import digest, file_digest, versions
 from core.memo import source_digest
 from core.run_layout import RunLayout
+from core.safe_paths import UnsafePath, inside
 from core.store import write_json
 
 RENDERED = ".reports.json"   # in the run directory: the key the reports there were rendered from, and their files
@@ -82,5 +83,9 @@ def already_rendered(out: Path, key: str) -> list[Path] | None:
         stamp = json.loads((out / RENDERED).read_text())
     except (OSError, ValueError):
         return None
-    files = [out / name for name in stamp.get("files", [])] if stamp.get("key") == key else []
-    return files if files and all(p.is_file() for p in files) else None
+    try:   # a downloaded run's stamp is not ours: only the run's own files count
+        names = stamp.get("files", []) if stamp.get("key") == key else []
+        files = [inside(out, name, "a rendered file") for name in names]
+    except (UnsafePath, TypeError, AttributeError):
+        return None
+    return files if files and all(p.is_file() and not p.is_symlink() for p in files) else None

@@ -11,6 +11,7 @@ from pydantic import ValidationError
 
 from core.results import SCHEMA_VERSION, Results, first_problem
 from core.run_layout import RunLayout
+from core.safe_paths import UnsafePath, checked_component, checked_name
 
 
 class ResultsError(ValueError):
@@ -29,11 +30,24 @@ def parse_results(data, where: str) -> Results:
                            f"`quant sweep` results.json)")
     try:
         results = Results.model_validate(data)
+        _check_names(data)
     except ValidationError as exc:
         raise ResultsError(f"{where}: {first_problem(exc)}") from None
+    except UnsafePath as exc:
+        raise ResultsError(f"{where}: {exc}") from None
     if problem := results.usable():
         raise ResultsError(f"{where}: {problem}")
     return results
+
+
+def _check_names(data: dict) -> None:
+    """The names that become paths under the run (variants, their tasks and workloads) are names a sweep writes."""
+    for name, record in (data.get("variants") or {}).items():
+        checked_name(name, "variant")
+        for inner in (record.get("accuracy") or {}) if isinstance(record, dict) else ():
+            checked_component(inner, "task")
+        for inner in (record.get("perf") or {}) if isinstance(record, dict) else ():
+            checked_name(inner, "workload")
 
 
 def validate_results(data, where: str) -> dict:

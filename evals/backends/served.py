@@ -14,6 +14,9 @@ from pathlib import Path
 import httpx
 from lm_eval.api.model import LM
 
+from core import http_policy
+from core.foreign_text import clean_text
+
 from evals.kl import TOP_K
 from evals.tokens import encoder, prefix_token_id, rolling_ids, split_ids
 
@@ -30,6 +33,10 @@ class RequestRejected(RuntimeError):
     """The server answered a request with a client error (4xx but 429): it was alive, and the request is wrong."""
 
 
+class MalformedAnswer(RuntimeError):
+    """The server answered 200 with something that is not a completion: the variant fails, naming it."""
+
+
 class NotMeasurable(RuntimeError):
     """What a task or KL needs, the server cannot give (prompt log-probabilities it does not return, or does not
     return aligned): the task is listed as not measurable on this engine, never scored some other way."""
@@ -41,11 +48,13 @@ class ServedLM(LM):
 
     def __init__(self, completions_url: str, model: str, tokenizer_dir: str | Path | None = None,
                  concurrency: int = 32, max_retries: int = 4, timeout_s: float = 300.0, progress=None,
-                 headers: dict[str, str] | None = None, unscorable: str | None = None) -> None:
+                 headers: dict[str, str] | None = None, unscorable: str | None = None,
+                 deadline_s: float = 3600.0) -> None:
         super().__init__()
         self.url, self.model, self.tokenizer_dir = completions_url, model, tokenizer_dir
         self.headers, self.unscorable = dict(headers or {}), unscorable
         self.concurrency, self.max_retries, self.timeout_s = concurrency, max_retries, timeout_s
+        self.deadline_s = max(deadline_s, timeout_s)   # one request in all; timeout_s: one read
         self.progress = progress  # callable(n_done) or None
         self.cut_generations = 0   # prompts so long the context could not hold max_gen_toks more tokens
 
@@ -111,10 +120,11 @@ class ServedLM(LM):
     def max_model_len(self) -> int | None:
         models_url = self.url.rsplit("/completions", 1)[0] + "/models"
         try:
-            cards = httpx.get(models_url, headers=self.headers, timeout=30).json()["data"]
-        except (httpx.HTTPError, KeyError, ValueError):
+            cards = http_policy.request("GET", models_url, headers=self.headers, deadline_s=30).json()["data"]
+            limit = next((c.get("max_model_len") for c in cards if c.get("id") == self.model), None)
+        except (httpx.HTTPError, http_policy.PolicyError, KeyError, ValueError, TypeError, AttributeError):
             return None
-        return next((c.get("max_model_len") for c in cards if c.get("id") == self.model), None)
+        return limit if type(limit) is int and limit > 0 else None
 
     @cached_property
     def _encode(self):
@@ -131,7 +141,8 @@ class ServedLM(LM):
         async def run() -> list:
             limits = httpx.Limits(max_connections=self.concurrency, max_keepalive_connections=self.concurrency)
             gate = asyncio.Semaphore(self.concurrency)
-            async with httpx.AsyncClient(timeout=self.timeout_s, limits=limits, headers=self.headers) as client:
+            async with httpx.AsyncClient(timeout=self.timeout_s, limits=limits, headers=self.headers,
+                                         **http_policy.httpx_options(self.url)) as client:
                 self._client = client
 
                 async def one(work):
@@ -156,8 +167,9 @@ class ServedLM(LM):
             if self.max_model_len - prompt_tokens < max_tokens:
                 self._generation_cut(prompt_tokens, max_tokens)
                 max_tokens = self.max_model_len - prompt_tokens
-            if max_tokens < 1:
-                return ""
+            if max_tokens < 1:   # an empty answer would be scored wrong: the task cannot be measured here
+                raise NotMeasurable(f"a prompt of {prompt_tokens} tokens leaves no room for an answer within "
+                                    f"max_model_len {self.max_model_len}")
         body = {"prompt": context, "max_tokens": max_tokens, "temperature": float(gen_kwargs.get("temperature", 0.0)),
                 "stop": until[:MAX_SERVER_STOPS], "seed": 1234}
         return truncate_at_stops((await self._post(body))["text"], until)
@@ -188,15 +200,32 @@ class ServedLM(LM):
         body = {"model": self.model, **body}
         for attempt in range(self.max_retries + 1):
             try:
-                response = await self._client.post(self.url, json=body)
-                if response.status_code == 200:
-                    return response.json()["choices"][0]
-                if response.status_code < 500 and response.status_code != 429:  # our request is wrong: no retry
-                    raise RequestRejected(f"HTTP {response.status_code} from {self.url}: {response.text[:300]}")
-                error = f"HTTP {response.status_code}: {response.text[:200]}"
-            except (httpx.TransportError, httpx.TimeoutException) as exc:
+                status, text = await asyncio.wait_for(self._send(body), self.deadline_s)
+                if status == 200:
+                    return _choice(text, self.url)
+                if status < 500 and status != 429:  # our request is wrong (or a redirect, never followed): no retry
+                    raise RequestRejected(f"HTTP {status} from {self.url}: {clean_text(text[:300])}")
+                error = f"HTTP {status}: {clean_text(text[:200])}"
+            except (httpx.TransportError, httpx.TimeoutException, asyncio.TimeoutError) as exc:
                 error = f"{type(exc).__name__}: {exc}"
             if attempt == self.max_retries:
                 raise RuntimeError(f"completion failed after {attempt + 1} attempts: {error}")
             await asyncio.sleep(min(8.0, 0.5 * 2 ** attempt) * (0.5 + random.random()))
         raise AssertionError("unreachable")
+
+    async def _send(self, body: dict) -> tuple[int, str]:
+        async with self._client.stream("POST", self.url, json=body) as response:
+            content = await http_policy.read_capped_async(response.aiter_bytes())
+            return response.status_code, content.decode("utf-8", "replace")
+
+
+def _choice(text: str, url: str) -> dict:
+    """The first choice of a completion; MalformedAnswer where the server's answer is not one."""
+    import json
+    try:
+        choice = json.loads(text)["choices"][0]
+    except (ValueError, KeyError, IndexError, TypeError):
+        choice = None
+    if not isinstance(choice, dict):
+        raise MalformedAnswer(f"{url} answered something that is not an OpenAI completion")
+    return choice

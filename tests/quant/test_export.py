@@ -214,9 +214,54 @@ def test_a_non_empty_destination_needs_force(run, tmp_path, capsys):
     code, _, err = export(capsys, f"{run}:w4a16-rtn", dest)
     assert code == exit_codes.BAD_INPUT and "not empty; --force replaces it" in err
     assert (dest / "keep.txt").read_text() == "mine"
+    code, _, err = export(capsys, f"{run}:w4a16-rtn", dest, "--force")   # --force replaces only an export
+    assert code == exit_codes.BAD_INPUT and "not an earlier export" in err and (dest / "keep.txt").is_file()
+    (dest / "keep.txt").unlink()
+    assert export(capsys, f"{run}:w4a16-rtn", dest)[0] == 0
+    (dest / "extra.txt").write_text("x")
     assert export(capsys, f"{run}:w4a16-rtn", dest, "--force")[0] == 0
-    assert not (dest / "keep.txt").exists() and (dest / "README.md").is_file()
+    assert not (dest / "extra.txt").exists() and (dest / "README.md").is_file()
     assert [p.name for p in tmp_path.iterdir()] == ["dest"]   # the replaced folder is gone too
+
+
+def test_force_never_replaces_the_run_its_cache_the_current_directory_or_a_repository(run, tmp_path, capsys,
+                                                                                      monkeypatch):
+    holder = tmp_path / "holder"
+    shutil.copytree(run, holder / "run")
+    (holder / "unrelated.txt").write_text("mine")
+    checkpoint = Path(results_of(run).variants["w4a16-rtn"].checkpoint)
+    repo = tmp_path / "repo"
+    (repo / ".git").mkdir(parents=True)
+    (repo / "code.py").write_text("x")
+    (tmp_path / "work").mkdir()
+    monkeypatch.chdir(tmp_path / "work")
+    cases = {".": "is the current directory", str(holder): "holds the run", str(holder / "run"): "is the run",
+             str(holder / "run" / "variants"): "is inside the run", str(checkpoint.parents[2]): "is the stage cache",
+             str(checkpoint.parents[3]): "holds the stage cache", str(repo): "version-controlled"}
+    for dest, says in cases.items():
+        code, _, err = export(capsys, f"{holder / 'run'}:w4a16-rtn", dest, "--force")
+        assert code == exit_codes.BAD_INPUT and says in err and len(err.strip().splitlines()) == 1, dest
+    assert (holder / "unrelated.txt").read_text() == "mine" and (holder / "run" / "results.json").is_file()
+    assert checkpoint.is_dir() and (repo / "code.py").is_file()
+
+
+def test_export_copies_a_checkpoint_never_what_a_link_or_a_crafted_record_points_at(run, tmp_path, capsys):
+    moved, secret = tmp_path / "run", tmp_path / "id_rsa"
+    shutil.copytree(run, moved)
+    secret.write_text("PRIVATE KEY")
+    checkpoint = tmp_path / "ckpt"
+    shutil.copytree(results_of(run).variants["w4a16-rtn"].checkpoint, checkpoint)
+    (checkpoint / "id_rsa").symlink_to(secret)
+    edit_results(moved, lambda r: r["variants"]["w4a16-rtn"].update(checkpoint=str(checkpoint)))
+    code, _, err = export(capsys, f"{moved}:w4a16-rtn", tmp_path / "x")
+    assert code == exit_codes.BAD_INPUT and "a symbolic link leading outside the checkpoint" in err
+    ssh = tmp_path / "dot-ssh"
+    ssh.mkdir()
+    (ssh / "id_rsa").write_text("PRIVATE KEY")
+    edit_results(moved, lambda r: r["variants"]["w4a16-rtn"].update(checkpoint=str(ssh)))
+    code, _, err = export(capsys, f"{moved}:w4a16-rtn", tmp_path / "x")
+    assert code == exit_codes.BAD_INPUT and "is not a model folder" in err
+    assert not (tmp_path / "x").exists()
 
 
 def test_a_checkpoint_no_longer_in_the_cache_is_bad_input(run, tmp_path, capsys):
