@@ -202,12 +202,13 @@ class _Run:
         """On a GPU engine, other processes on the variant's GPUs now (perf/host_load.py); None on a CPU engine."""
         if self.server is None or getattr(self.server, "device", None) in (None, "cpu"):
             return None
-        return gpu_foreign_processes(variant_gpu_uuids())
+        return gpu_foreign_processes(variant_gpu_uuids(), own_bytes=self.server.gpu_bytes())
 
 
 def variant_gpu_uuids() -> list[str]:
-    """The GPUs the served variant may use: those CUDA_VISIBLE_DEVICES leaves it ([]: unknown, every GPU)."""
-    return [gpu.uuid for gpu in visible_gpus()] if os.environ.get("CUDA_VISIBLE_DEVICES") else []
+    """The GPUs the served variant may use: those CUDA_VISIBLE_DEVICES leaves it ([]: unknown, every GPU); a MIG
+    instance as its GPU (nvidia-smi lists processes by the GPU's UUID)."""
+    return [gpu.parent or gpu.uuid for gpu in visible_gpus()] if os.environ.get("CUDA_VISIBLE_DEVICES") else []
 
 
 def _distinct(processes: list[dict]) -> list[dict]:

@@ -23,7 +23,7 @@ class Gpu:
     memory_free_bytes: int
     compute_cap: float | None
     utilization: float | None = None   # percent of the last sample period a kernel ran (nvidia-smi utilization.gpu)
-    parent: int | None = None          # a MIG instance: the index of the GPU it is a slice of
+    parent: str | None = None          # a MIG instance: the UUID of the GPU it is a slice of
 
     @property
     def bf16(self) -> bool:
@@ -86,7 +86,7 @@ def mig_instances(list_text: str, gpus: list[Gpu]) -> list[Gpu]:
             size = _MIG_MEMORY.search(m[1])
             total = int(size[1]) * 10**9 if size else parent.memory_total_bytes
             found.append(Gpu(int(m[2]), m[3], f"{parent.name} MIG {m[1]}", total, total, parent.compute_cap,
-                             None, parent.index))
+                             None, parent.uuid))
     return found
 
 
