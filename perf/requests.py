@@ -61,13 +61,15 @@ def longest_request(workload: Workload) -> int:
 
 
 def plan_level(workload: Workload, kind: str, level: float, maker: PromptMaker, seed: int,
-               limit: int | None = None) -> list[Planned]:
-    """The requests of one level; with `limit`, only the first `limit` (e.g. a warm-up), and no more built."""
+               limit: int | None = None, occurrence: int = 0) -> list[Planned]:
+    """The requests of one level; with `limit`, only the first `limit` (e.g. a warm-up), and no more built.
+    occurrence: how many times the level was listed before in the workload (concurrency: [64, 64, 64]): each
+    occurrence draws its own prompts, so that no repeat finds the previous one's in the prefix cache."""
     import numpy as np   # where requests are drawn: the memory columns of a cached sweep read only their lengths
 
     from perf.arrivals import arrival_offsets, burst_offsets
 
-    rng = np.random.default_rng([seed, int(level * 1000)])
+    rng = np.random.default_rng([seed, int(level * 1000), *([occurrence] if occurrence else [])])
     if kind == "trace":
         rows = read_trace(workload.trace)[:limit if limit is not None else workload.requests_per_level]
         return [Planned(maker.make(n_in, rng), n_out, t / level, "trace") for t, n_in, n_out in rows]

@@ -18,7 +18,7 @@ from perf.loadgen import RequestRecord, make_client, no_gc_pauses, run_closed_lo
 from perf.metrics import summarize
 from perf.prompts import PromptMaker
 from perf.requests import plan_level, requests_per_level
-from perf.server_metrics import crosscheck, read_counters
+from perf.server_metrics import crosscheck, prefix_cache_note, read_counters
 from core.recipe_perf import Workload
 
 Progress = Callable[[int, int], None]   # (done, total), warm-up requests included
@@ -106,6 +106,8 @@ class _Run:
         self.warnings: list[str] = []
         self.best_rate: float | None = None
         self.done, self.total = 0, requests_in(workload)
+        self.occurrences: dict[tuple[str, float], int] = {}   # a level listed again draws new prompts
+        self.settings = server.settings() if hasattr(server, "settings") else None   # as the engine resolved them
 
     def as_sent(self, ids: list[int]) -> list[int] | str:
         """Token ids, or their text where the server takes no token-id prompts (an endpoint's probe says)."""
@@ -147,8 +149,9 @@ class _Run:
 
     async def level(self, kind: str, level: float) -> dict[str, Any]:
         w, url, model, client = self.workload, self.url, self.model, self.client
-        plan = plan_level(w, kind, level, self.maker, self.seed)
-        warm = plan_level(w, kind, level, self.maker, self.seed + 1, limit=w.warmup_requests)
+        occurrence = self.occurrences[(kind, level)] = self.occurrences.get((kind, level), -1) + 1
+        plan = plan_level(w, kind, level, self.maker, self.seed, occurrence=occurrence)
+        warm = plan_level(w, kind, level, self.maker, self.seed + 1, limit=w.warmup_requests, occurrence=occurrence)
         if warm:
             streams = int(level) if kind == "concurrency" else WARMUP_CONCURRENCY
             await run_closed_loop(url, model, [self.as_sent(r.prompt) for r in warm],
@@ -186,6 +189,9 @@ class _Run:
         point["host_load"] = host_load(cpu_before, cpu_after, gpu_foreign=gpu_foreign)
         point["server_check"] = crosscheck(before, after, sum(r.output_tokens for r in ok),
                                            sum(r.prompt_tokens or 0 for r in ok))
+        if self.settings:
+            point["engine_settings"] = self.settings
+        cached = prefix_cache_note(point["server_check"], w.shared_prefix is not None)
         if self.server is not None:
             point["server_rss_bytes"] = rss.sample()
             gpu = self.server.gpu_bytes()
@@ -195,6 +201,9 @@ class _Run:
         self.points.append(point)
         self.records[label] = [asdict(r) for r in recs]
         self.warnings += _warnings(label, self.records[label], plan, point)
+        if cached:
+            point["prefix_cache_warm"] = True
+            self.warnings.append(f"{label}: {cached}")
         return point
 
 

@@ -18,6 +18,7 @@ import psutil
 from perf.engines.cpu_isa import host_cpu_isa
 from perf.engines.gpus import driver_version, visible_gpus
 from perf.engines.kv_capacity import kv_capacity
+from perf.engines.settings import engine_settings
 from perf.engines.process import (EngineDiedError, EngineStartError, command_pid, error_reason, free_port,
                                   gpu_used_bytes, last_lines, log_since, process_tree, renice_process, spawn,
                                   stop_group, tree_gpu_bytes, tree_rss_bytes)
@@ -245,6 +246,10 @@ class VLLMServer:
         if not self._proc or self._proc.poll() is not None:
             return None
         return tree_gpu_bytes(self._proc.pid, self._gpu_used_before)
+
+    def settings(self) -> dict | None:
+        """Prefix caching, chunked prefill and CUDA graphs as this start resolved them (perf/engines/settings.py)."""
+        return engine_settings(log_since(self.log_path, self._log_start))
 
     def kv_capacity(self) -> dict | None:
         """The KV cache capacity this start of the server logged (perf/engines/kv_capacity.py)."""
