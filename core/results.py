@@ -222,6 +222,8 @@ class Memory(Record):
     engine_kv_tokens: Count | None = None
     engine_kv_bytes_per_token: Count | None = None
     engine_kv_gib: Number | None = None
+    engine_weights_gib: Number | None = None   # the weights as the engine loaded them (its load line), all ranks
+    engine_ranks: Count | None = None          # tensor-parallel ranks the memory figures are summed over
     engine_max_sequences: Count | None = None
     engine_seq_tokens: Count | None = None
     engine_seq_from: StrictStr | None = None

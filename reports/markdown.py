@@ -21,7 +21,8 @@ def mb(n: int | None) -> str:
 
 def server_memory(r) -> str:
     """RSS, and the device memory the server held where it ran on a GPU."""
-    return mb(r.rss_bytes) + (f" + {r.gpu_bytes / 2**30:.1f} GiB GPU" if r.gpu_bytes else "")
+    # on a GPU, what the server holds is the pool vLLM preallocated (gpu_memory_utilization), not what it uses
+    return mb(r.rss_bytes) + (f" + {r.gpu_bytes / 2**30:.1f} GiB GPU pool" if r.gpu_bytes else "")
 
 
 def num(x: float | None, fmt: str) -> str:
