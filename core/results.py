@@ -183,6 +183,11 @@ class EngineFacts(Record):
     version: StrictStr | None = None
     device: StrictStr | None = None        # what its build serves on: cpu, cuda, rocm
     dtype: StrictStr | None = None         # what the variants were run in (the recipe's engine.dtype, resolved)
+    # a CUDA engine's: the torch build's CUDA version, the driver, and what its variants run on (name, count,
+    # compute capability, driver, CUDA): measurements on another identity are not comparable (`quant gate`)
+    cuda: StrictStr | None = None
+    driver: StrictStr | None = None
+    gpu: dict[StrictStr, Any] | None = None
 
 
 class Figure(Record):
@@ -235,6 +240,8 @@ class Memory(Record):
     engine_kv_tokens: Count | None = None
     engine_kv_bytes_per_token: Count | None = None
     engine_kv_gib: Number | None = None
+    engine_weights_gib: Number | None = None   # the weights as the engine loaded them (its load line), all ranks
+    engine_ranks: Count | None = None          # tensor-parallel ranks the memory figures are summed over
     engine_max_sequences: Count | None = None
     engine_seq_tokens: Count | None = None
     engine_seq_from: StrictStr | None = None
@@ -261,6 +268,7 @@ class VariantRecord(Record):
     ran_on: RanOn | None = None
     endpoint: dict[str, Any] | None = None   # an endpoint variant: what its probe found (perf/engines/endpoint.py)
     engine_warnings: list[StrictStr] = []   # the engine's warnings that change what is measured (a fallback kernel)
+    kernels: dict[str, Any] | None = None    # the kernels the engine picked, its weight-only fallback (perf/engines/kernels.py)
     # What this engine could not measure, with why: {"tasks": {task: why}, "kl": {task: why}, "memory": {...}}
     not_measurable: dict[str, dict[str, StrictStr]] | None = None
 

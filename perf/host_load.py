@@ -10,7 +10,8 @@ the variant.
 On a GPU engine (rule `gpu`) the model runs on the GPU, and the host's CPU matters only for the API server and
 the load generator: a level is flagged where another process held memory on one of the variant's GPUs
 (nvidia-smi, read before and after the level) or where other processes took FOREIGN_CORES_LIMIT cores or more
-AND left less than LOADGEN_CORES idle, enough to slow the load generator.
+AND left less than LOADGEN_CORES idle, enough to slow the load generator. Other processes' GPU utilization is
+not read (nvidia-smi gives it per GPU, not per process): memory held on the variant's GPUs is the sign.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from dataclasses import dataclass
 from perf.engines.gpus import gpu_processes
 
 FOREIGN_CORES_LIMIT = 0.5   # other processes' CPU, in cores averaged over the level, from which it is flagged
+UNSEEN_SLACK_BYTES = 512 << 20   # unseen processes' memory beyond our server's: below this, a reading's noise
 LOADGEN_CORES = 1.0   # on a GPU engine: idle cores below which foreign CPU can slow the load generator
 _TICK_S = 1.0 / os.sysconf("SC_CLK_TCK")
 # /proc/stat's cpu line: user nice system idle iowait irq softirq steal guest guest_nice; guest time is
@@ -111,11 +113,22 @@ def host_load(before: CpuReading, after: CpuReading, limit_cores: float = FOREIG
     return result
 
 
-def gpu_foreign_processes(gpu_uuids: list[str], root: int | None = None) -> list[dict]:
+def gpu_foreign_processes(gpu_uuids: list[str], root: int | None = None, own_bytes: int | None = None) -> list[dict]:
     """Processes other than this one and its descendants that hold memory on any of gpu_uuids (all GPUs where
-    empty), as nvidia-smi lists them. A PID this process cannot see (nvidia-smi in a container lists the host's
-    PIDs) is not counted: it may be our own server's."""
-    listed = gpu_processes() or []
+    empty), as nvidia-smi lists them. nvidia-smi in a container lists the host's PIDs, which this process cannot
+    see: where one of our own processes is among those listed, every unseen one is someone else's; where none is
+    (our own are unseen too), the unseen ones are counted by memory: what they hold beyond `own_bytes` (our
+    server's device memory, perf/engines/process.py tree_gpu_bytes) is another tenant's, one entry with pid None."""
+    listed = [p for p in gpu_processes() or [] if not gpu_uuids or p.gpu_uuid in gpu_uuids]
     ours = set(tree_pids(root or os.getpid()))
-    return [{"pid": p.pid, "gpu_uuid": p.gpu_uuid, "used_bytes": p.used_bytes} for p in listed
-            if (not gpu_uuids or p.gpu_uuid in gpu_uuids) and p.pid not in ours and os.path.exists(f"/proc/{p.pid}")]
+    seen = [p for p in listed if os.path.exists(f"/proc/{p.pid}")]
+    unseen = [p for p in listed if p not in seen]
+    foreign = [{"pid": p.pid, "gpu_uuid": p.gpu_uuid, "used_bytes": p.used_bytes} for p in seen if p.pid not in ours]
+    if any(p.pid in ours for p in seen):
+        return foreign + [{"pid": p.pid, "gpu_uuid": p.gpu_uuid, "used_bytes": p.used_bytes, "unseen": True}
+                          for p in unseen]
+    excess = sum(p.used_bytes for p in unseen) - (own_bytes or 0)
+    if unseen and own_bytes is not None and excess > UNSEEN_SLACK_BYTES:
+        foreign.append({"pid": None, "gpu_uuid": ",".join(dict.fromkeys(p.gpu_uuid for p in unseen)),
+                        "used_bytes": excess, "unseen": True})
+    return foreign

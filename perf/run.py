@@ -19,7 +19,7 @@ from perf.metrics import summarize
 from perf.prompts import PromptMaker
 from perf.repeats import summarise_levels
 from perf.requests import plan_level, requests_per_level
-from perf.server_metrics import crosscheck, read_counters
+from perf.server_metrics import crosscheck, prefix_cache_note, read_counters
 from core.recipe_perf import Workload
 
 Progress = Callable[[int, int], None]   # (done, total), warm-up requests included
@@ -113,6 +113,7 @@ class _Run:
         self.warnings: list[str] = []
         self.best_rate: float | None = None
         self.done, self.total = 0, requests_in(workload, repeats)
+        self.settings = server.settings() if hasattr(server, "settings") else None   # as the engine resolved them
 
     def as_sent(self, ids: list[int]) -> list[int] | str:
         """Token ids, or their text where the server takes no token-id prompts (an endpoint's probe says)."""
@@ -197,6 +198,9 @@ class _Run:
         point["host_load"] = host_load(cpu_before, cpu_after, gpu_foreign=gpu_foreign)
         point["server_check"] = crosscheck(before, after, sum(r.output_tokens for r in ok),
                                            sum(r.prompt_tokens or 0 for r in ok))
+        if self.settings:
+            point["engine_settings"] = self.settings
+        cached = prefix_cache_note(point["server_check"], w.shared_prefix is not None)
         if self.server is not None:
             point["server_rss_bytes"] = rss.sample()
             gpu = self.server.gpu_bytes()
@@ -206,6 +210,9 @@ class _Run:
         self.points.append(point)
         self.records[label] = [asdict(r) for r in recs]
         self.warnings += _warnings(label, self.records[label], plan, point)
+        if cached:
+            point["prefix_cache_warm"] = True
+            self.warnings.append(f"{label}: {cached}")
         return point
 
 
@@ -213,12 +220,13 @@ class _Run:
         """On a GPU engine, other processes on the variant's GPUs now (perf/host_load.py); None on a CPU engine."""
         if self.server is None or getattr(self.server, "device", None) in (None, "cpu"):
             return None
-        return gpu_foreign_processes(variant_gpu_uuids())
+        return gpu_foreign_processes(variant_gpu_uuids(), own_bytes=self.server.gpu_bytes())
 
 
 def variant_gpu_uuids() -> list[str]:
-    """The GPUs the served variant may use: those CUDA_VISIBLE_DEVICES leaves it ([]: unknown, every GPU)."""
-    return [gpu.uuid for gpu in visible_gpus()] if os.environ.get("CUDA_VISIBLE_DEVICES") else []
+    """The GPUs the served variant may use: those CUDA_VISIBLE_DEVICES leaves it ([]: unknown, every GPU); a MIG
+    instance as its GPU (nvidia-smi lists processes by the GPU's UUID)."""
+    return [gpu.parent or gpu.uuid for gpu in visible_gpus()] if os.environ.get("CUDA_VISIBLE_DEVICES") else []
 
 
 def _distinct(processes: list[dict]) -> list[dict]:

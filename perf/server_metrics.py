@@ -13,6 +13,8 @@ LATENCIES = {"ttft": "vllm:time_to_first_token_seconds", "itl": "vllm:inter_toke
              "e2e": "vllm:e2e_request_latency_seconds"}
 COUNTERS = {"generation_tokens": "vllm:generation_tokens_total", "prompt_tokens": "vllm:prompt_tokens_total",
             "requests": "vllm:request_success_total",
+            # tokens of prompts looked up in the prefix cache, and found there
+            "prefix_cache_queries": "vllm:prefix_cache_queries_total", "prefix_cache_hits": "vllm:prefix_cache_hits_total",
             **{f"{key}_{part}": f"{metric}_{part}" for key, metric in LATENCIES.items() for part in ("sum", "count")}}
 
 
@@ -63,7 +65,25 @@ def crosscheck(before: dict[str, float] | None, after: dict[str, float] | None, 
              "server_prompt_tokens": int(delta["prompt_tokens"]), "client_prompt_tokens": client_prompt_tokens,
              "server_requests": int(delta["requests"]),
              "match": int(delta["generation_tokens"]) == client_output_tokens}
+    if "prefix_cache_queries" in after:
+        check.update(prefix_cache_hit_tokens=int(delta["prefix_cache_hits"]),
+                     prefix_cache_query_tokens=int(delta["prefix_cache_queries"]))
     return check | server_latency_means(delta)
+
+
+PREFIX_HIT_LIMIT = 0.05   # a workload without a shared prefix: above this share of prompt tokens, a cache reused them
+
+
+def prefix_cache_note(check: dict | None, shared_prefix: bool) -> str | None:
+    """Why a level's prompts were not all prefilled: the prefix cache served more than PREFIX_HIT_LIMIT of its
+    prompt tokens though the workload shares no prefix (a repeat of earlier prompts measures a warm cache)."""
+    if shared_prefix or not check or not check.get("prefix_cache_query_tokens"):
+        return None
+    share = check["prefix_cache_hit_tokens"] / check["prefix_cache_query_tokens"]
+    if share <= PREFIX_HIT_LIMIT:
+        return None
+    return (f"the prefix cache served {share:.0%} of its prompt tokens though the workload shares no prefix: "
+            "prefill was skipped, TTFT and tokens/s are those of a warm cache")
 
 
 def server_latency_means(delta: dict[str, float]) -> dict[str, float]:

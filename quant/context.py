@@ -12,6 +12,8 @@ from core.recipe import Recipe, Variant
 from core.store import Cache
 from perf.engines.cpu_isa import compute_dtype, host_cpu_isa
 from perf.engines.dtypes import served_dtype
+from perf.engines.gpu_choice import engine_gpu_count
+from perf.engines.gpus import gpu_identity
 from quant.progress import Reporter
 
 
@@ -78,7 +80,19 @@ class SweepContext:
     def engine_key(self) -> str:
         e = self.recipe.engine
         isa = (self.engine_facts or {}).get("cpu_isa")   # a CPU engine's kernels (and speed) depend on the host
-        return digest(e.kind, e.args, e.env, e.dtype, self.engine_version, *((isa,) if isa else ()))
+        gpu = self.gpu   # a GPU engine's on the GPU, its count, the driver and the CUDA build
+        return digest(e.kind, e.args, e.env, e.dtype, self.engine_version, *((isa,) if isa else ()),
+                      *((gpu,) if gpu else ()))
+
+    @property
+    def gpu(self) -> dict | None:
+        """What the CUDA engine's variants run on (perf/engines/gpus.py gpu_identity: name, count, compute
+        capability, driver, CUDA build); None on any other engine."""
+        facts = self.engine_facts or {}
+        if facts.get("device") != "cuda":
+            return None
+        return gpu_identity(facts.get("gpus") or [], engine_gpu_count(self.recipe.engine.args), facts.get("driver"),
+                            facts.get("cuda"))
 
     @property
     def served_dtype(self) -> str:

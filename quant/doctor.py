@@ -1,9 +1,9 @@
 """`quant doctor [RECIPE]`: is this machine ready to sweep? One line per check, `ok` or `MISSING` with its fix:
 platform and Python, both environments and their versions, the engine and the GPUs it would see, torch's build
-against the engine's device, bubblewrap (where the recipe has code tasks), the hub and the token for the
-recipe's model, disk for the checkpoints the recipe writes, and the hub cache. Nothing is installed, downloaded
-(only the model's config.json and file list, with a recipe naming a hub model) or started but the engine
-environment's interpreter, asked what it is."""
+against the engine's device, the NVIDIA driver against the CUDA builds (quant/doctor_driver.py), bubblewrap
+(where the recipe has code tasks), the hub and the token for the recipe's model, disk for the checkpoints the
+recipe writes, and the hub cache. Nothing is installed, downloaded (only the model's config.json and file list,
+with a recipe naming a hub model) or started but the engine environment's interpreter, asked what it is."""
 
 from __future__ import annotations
 
@@ -18,9 +18,10 @@ from pathlib import Path
 
 from core.recipe import Recipe
 from perf.engines.dtypes import GPU_DEVICES
-from perf.engines.gpus import Gpu, visible_gpus
+from perf.engines.gpus import Gpu, driver_version, visible_gpus
 from perf.engines.process import EngineStartError
 from perf.engines.vllm import engine_facts, resolve_engine_python
+from quant.doctor_driver import driver_status, torch_cuda
 
 GIB = 1 << 30
 MAIN_PACKAGES = ("torch", "llmcompressor", "lm-eval", "transformers", "compressed-tensors")
@@ -62,7 +63,9 @@ def run_checks(recipe: Recipe | None, recipe_dir: Path | None, cache_dir: Path) 
     engine_python, engine = _engine(recipe)
     gpus = visible_gpus()
     checks = [platform_check(), main_environment(), engine_check(engine_python, engine),
-              gpu_check(engine, gpus), torch_build_check(engine, torch_build(engine_python) if engine_python else None)]
+              gpu_check(engine, gpus), torch_build_check(engine, torch_build(engine_python) if engine_python else None),
+              Check("driver", *driver_status(engine, torch_cuda(), driver_version() if gpus or _cuda_built(engine)
+                                             else None))]
     checks.append(bubblewrap_check(recipe))
     model_bytes = None
     if recipe is not None:
@@ -71,6 +74,10 @@ def run_checks(recipe: Recipe | None, recipe_dir: Path | None, cache_dir: Path) 
         checks.append(disk_check(recipe, cache_dir, model_bytes, in_cache))
     checks.append(hub_cache_check())
     return checks
+
+
+def _cuda_built(engine: dict | str) -> bool:
+    return isinstance(engine, dict) and engine.get("device") == "cuda"
 
 
 def platform_check() -> Check:

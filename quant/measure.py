@@ -231,13 +231,15 @@ def _measure_inprocess(ctx: SweepContext, variant: Variant, checkpoint: Checkpoi
 
     @contextmanager
     def in_process() -> Iterator[Session]:
-        from evals.backends.inprocess import inprocess_lm   # transformers and torch: only when a stage has work
+        from core.child import ChildError
+        from evals.backends.inprocess_child import ChildLM   # lm-eval: only when a stage has work
 
-        try:
+        try:   # the model lives in a child process: its memory is returned when the session closes
             with timed(record, "model_load"):
-                lm = inprocess_lm(checkpoint.path, dtype=ctx.inprocess_dtype, device=device)
-        except Exception as exc:  # noqa: BLE001 - any loader failure is this variant's reason
-            raise StageError(f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}") from None
-        yield Session(lm)
+                lm = ChildLM(checkpoint.path, dtype=ctx.inprocess_dtype, device=device)
+        except ChildError as exc:   # any loader failure is this variant's reason
+            raise StageError(str(exc)[:250]) from None
+        with lm:
+            yield Session(lm)
 
     run_stages(stages, in_process, record)

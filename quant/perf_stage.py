@@ -129,6 +129,7 @@ def engine_memory(kv_cache: dict, workload: str) -> dict:
     memory) and the sequences of the first workload's longest request that fit in it at once."""
     measured = {"engine_kv_tokens": kv_cache["kv_tokens"],
                 "engine_kv_bytes_per_token": kv_cache.get("kv_bytes_per_token"), "engine_kv_gib": kv_cache.get("kv_gib"),
+                "engine_weights_gib": kv_cache.get("weights_gib"), "engine_ranks": kv_cache.get("ranks"),
                 "engine_max_sequences": kv_cache["max_sequences"], "engine_seq_tokens": kv_cache["seq_tokens"],
                 "engine_seq_from": f"longest request of workload {workload}"}
     return {k: v for k, v in measured.items() if v is not None}

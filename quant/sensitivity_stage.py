@@ -7,6 +7,7 @@ import json
 import time
 from pathlib import Path
 
+from core.child import ChildError, call_in_child, report
 from core.hashing import digest, versions
 from core.memo import remembered, source_digest
 from core.recipe import Recipe, Sensitivity, Variant
@@ -36,8 +37,12 @@ def ranking(cache: Cache, reporter, model_dir: Path, model_key: str, recipe: Rec
                  f"calibration texts and {sum(map(len, items.values()))} task items")
     started = time.time()
     with reporter.steps(f"  sensitivity ({spec.by})") as update:   # units done / total, the one being scored
-        result = analyse(model_dir, variant, texts, items, by=spec.by,
-                         max_length=recipe.calibration.max_seq_length, device=device, progress=update)
+        try:   # in a child process: the model (on a GPU, the allocator's pool) is gone when it returns
+            result = call_in_child(analyse, model_dir, variant, texts, items, by=spec.by,
+                                   max_length=recipe.calibration.max_seq_length, device=device, progress=report,
+                                   on_report=update)
+        except ChildError as exc:
+            raise ValueError(str(exc).removeprefix("ValueError: ")) from None
     reporter.log(f"  sensitivity: {len(result['units'])} units scored in {time.time() - started:.1f}s")
     cache.save_json(STAGE, key, result)
     return result

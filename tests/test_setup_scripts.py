@@ -73,7 +73,8 @@ def test_pip_only_and_uv_only(tmp_path):
 
 
 def _setup(tmp_path: Path, gpu: bool, torch_in_main_venv: str = "",
-           fail_serve: bool = False, gpu_unseen: bool = False) -> tuple[int, str, list[str]]:
+           fail_serve: bool = False, gpu_unseen: bool = False, driver: str = "",
+           extra_env: dict | None = None) -> tuple[int, str, list[str]]:
     """scripts/setup.sh with fakes for uv, nvidia-smi (a GPU when `gpu`), bwrap and the two venvs' python (the
     main one reports `torch_in_main_venv` as its installed torch; the serving one fails to import vllm when
     `fail_serve`; the main one's torch does not see the GPU when `gpu_unseen`)."""
@@ -90,14 +91,14 @@ def _setup(tmp_path: Path, gpu: bool, torch_in_main_venv: str = "",
                                             + ('\ncase "$*" in *torch.cuda*) exit 1;; esac' if gpu_unseen else ''),
              tmp_path / "serve/bin/python": 'echo "serve-python $*" >> CALLS' + ("\nexit 1" if fail_serve else "")}
     if gpu:
-        fakes[bin_dir / "nvidia-smi"] = "true"
+        fakes[bin_dir / "nvidia-smi"] = f'echo "{driver}"' if driver else "true"
     for path, body in fakes.items():
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text('#!/bin/sh\n[ "$1" = "--version" ] && echo "uv 0.0.0" && exit 0\n'
                         + body.replace("CALLS", str(calls)) + "\n")
         path.chmod(0o755)
     env = {**os.environ, "PATH": f"{bin_dir}:/usr/bin:/bin", "PYTHON": sys.executable, "QUANT_SKIP_GPTQMODEL": "1",
-           "QUANT_MAIN_VENV": str(tmp_path / "main"), "QUANT_SERVE_VENV": str(tmp_path / "serve")}
+           "QUANT_MAIN_VENV": str(tmp_path / "main"), "QUANT_SERVE_VENV": str(tmp_path / "serve"), **(extra_env or {})}
     proc = subprocess.run(["bash", "scripts/setup.sh"], cwd=REPO, env=env, capture_output=True, text=True)
     return proc.returncode, proc.stdout + proc.stderr, calls.read_text().splitlines() if calls.exists() else []
 
@@ -219,3 +220,17 @@ def test_the_cuda_lock_is_resolved_against_the_cuda_build_of_setups_torch(tmp_pa
     lines = calls.read_text().splitlines()
     cuda = next(i for i, line in enumerate(lines) if "serve-cuda.lock" in line)
     assert " -c " in lines[cuda] and lines[cuda + 1] == "torch===2.13.0"
+
+
+def test_a_driver_older_than_the_cuda_build_stops_the_setup_before_any_download(tmp_path):
+    code, output, calls = _setup(tmp_path / "r550", gpu=True, driver="550.54.15")
+    assert code == 1 and calls == [], calls   # nothing installed, nothing downloaded
+    assert "NVIDIA driver 550.54.15 (R550) is older than torch's CUDA 13.0 build needs (580.65.06 or newer, R580)" \
+        in output and "docs/gpu.md" in output
+    code, output, calls = _setup(tmp_path / "cu12", gpu=True, driver="550.54.15", extra_env={
+        "QUANT_TORCH_CUDA": "12.8", "QUANT_ENGINE_PYTHON": str(tmp_path / "cu12/serve/bin/python")})
+    assert code == 0, output   # CUDA 12 builds run on R550; the user's serving environment is not rebuilt
+    assert "serving with" in output and not any("serve-cuda" in call for call in calls), calls
+    assert any(call.startswith("serve-python -c import sys, torch") for call in calls)   # but asked for its GPU
+    code, output, calls = _setup(tmp_path / "r580", gpu=True, driver="580.82.07")
+    assert code == 0, output

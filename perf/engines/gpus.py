@@ -1,10 +1,12 @@
 """The NVIDIA GPUs this host has, as nvidia-smi reports them: which the sweep's processes may use
-(CUDA_VISIBLE_DEVICES), their memory and compute capability, and which processes hold memory on them.
-None of it imports torch or a CUDA library: the facts come from nvidia-smi, or are absent without it."""
+(CUDA_VISIBLE_DEVICES, by index, GPU- or MIG- UUID), their memory, load and compute capability, the driver, and
+which processes hold memory on them. None of it imports torch or a CUDA library: the facts come from nvidia-smi,
+or are absent without it. Which of them a variant runs on is perf/engines/gpu_choice.py."""
 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from dataclasses import asdict, dataclass
 
@@ -20,6 +22,8 @@ class Gpu:
     memory_total_bytes: int
     memory_free_bytes: int
     compute_cap: float | None
+    utilization: float | None = None   # percent of the last sample period a kernel ran (nvidia-smi utilization.gpu)
+    parent: str | None = None          # a MIG instance: the UUID of the GPU it is a slice of
 
     @property
     def bf16(self) -> bool:
@@ -46,8 +50,11 @@ def _number(text: str) -> float | None:
         return None
 
 
+GPU_QUERY = "--query-gpu=index,uuid,name,memory.total,memory.free,compute_cap,utilization.gpu"
+
+
 def parse_gpus(csv_text: str) -> list[Gpu]:
-    """`--query-gpu=index,uuid,name,memory.total,memory.free,compute_cap` -> the GPUs (memory in MiB)."""
+    """`GPU_QUERY`'s answer -> the GPUs (memory in MiB; compute_cap and utilization.gpu may be absent)."""
     gpus = []
     for line in csv_text.strip().splitlines():
         parts = [p.strip() for p in line.split(",")]
@@ -55,12 +62,37 @@ def parse_gpus(csv_text: str) -> list[Gpu]:
             continue
         total, free = _number(parts[3]), _number(parts[4])
         gpus.append(Gpu(int(parts[0]), parts[1], parts[2], int((total or 0) * MIB), int((free or 0) * MIB),
-                        _number(parts[5]) if len(parts) > 5 else None))
+                        _number(parts[5]) if len(parts) > 5 else None,
+                        _number(parts[6]) if len(parts) > 6 else None))
     return gpus
 
 
-def visible(gpus: list[Gpu], env: dict[str, str] | None = None) -> list[Gpu]:
-    """The GPUs CUDA_VISIBLE_DEVICES leaves to the sweep's processes (by index or UUID; unset: all, empty: none)."""
+# `nvidia-smi -L`: "GPU 0: NVIDIA A100-SXM4-80GB (UUID: GPU-…)" then, under a GPU in MIG mode, one line per
+# instance: "  MIG 3g.40gb     Device  0: (UUID: MIG-…)".
+_GPU_LINE = re.compile(r"^GPU (\d+): .*\(UUID: (GPU-[^)]+)\)")
+_MIG_LINE = re.compile(r"^\s+MIG (\S+)\s+Device\s+(\d+): \(UUID: (MIG-[^)]+)\)")
+_MIG_MEMORY = re.compile(r"\.(\d+)gb$")
+
+
+def mig_instances(list_text: str, gpus: list[Gpu]) -> list[Gpu]:
+    """The MIG instances `nvidia-smi -L` lists, as GPUs of their own: the parent's name and capability with the
+    profile, memory from the profile (3g.40gb: 40 GB; nvidia-smi's queries give no free figure per instance),
+    utilization unknown."""
+    by_index, found, parent = {g.index: g for g in gpus}, [], None
+    for line in list_text.splitlines():
+        if m := _GPU_LINE.match(line):
+            parent = by_index.get(int(m[1]))
+        elif (m := _MIG_LINE.match(line)) and parent is not None:
+            size = _MIG_MEMORY.search(m[1])
+            total = int(size[1]) * 10**9 if size else parent.memory_total_bytes
+            found.append(Gpu(int(m[2]), m[3], f"{parent.name} MIG {m[1]}", total, total, parent.compute_cap,
+                             None, parent.uuid))
+    return found
+
+
+def visible(gpus: list[Gpu], env: dict[str, str] | None = None, migs: list[Gpu] | None = None) -> list[Gpu]:
+    """The GPUs CUDA_VISIBLE_DEVICES leaves to the sweep's processes (by index, GPU- or MIG- UUID or a prefix of
+    one; unset: all, empty: none). A MIG- entry is that instance (`migs`, from mig_instances)."""
     value = (os.environ if env is None else env).get("CUDA_VISIBLE_DEVICES")
     if value is None:
         return gpus
@@ -68,17 +100,51 @@ def visible(gpus: list[Gpu], env: dict[str, str] | None = None) -> list[Gpu]:
     for item in (v.strip() for v in value.split(",")):
         if not item or item == "-1":
             break   # CUDA stops at the first invalid entry
-        match = [g for g in gpus if (str(g.index) == item if item.isdigit() else g.uuid.startswith(item))]
+        pool = (migs or []) if item.startswith("MIG-") else gpus
+        match = [g for g in pool if (str(g.index) == item if item.isdigit() else g.uuid.startswith(item))]
         if not match:
             break
-        chosen += match
+        chosen += match[:1]
     return chosen
 
 
 def visible_gpus(env: dict[str, str] | None = None) -> list[Gpu]:
     """This host's GPUs that the sweep's processes may use; [] without nvidia-smi."""
-    out = nvidia_smi("--query-gpu=index,uuid,name,memory.total,memory.free,compute_cap")
-    return visible(parse_gpus(out), env) if out else []
+    out = nvidia_smi(GPU_QUERY)
+    if not out:
+        return []
+    gpus = parse_gpus(out)
+    value = (os.environ if env is None else env).get("CUDA_VISIBLE_DEVICES") or ""
+    migs = mig_instances(_listing(), gpus) if "MIG-" in value else []
+    return visible(gpus, env, migs)
+
+
+def _listing() -> str:
+    try:
+        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return out.stdout if out.returncode == 0 else ""
+
+
+def driver_version() -> str | None:
+    """The NVIDIA driver's version (e.g. 550.54.15); None without nvidia-smi."""
+    out = nvidia_smi("--query-gpu=driver_version")
+    lines = out.split() if out else []
+    return lines[0] if lines else None
+
+
+def gpu_identity(gpus: list[dict], count: int | None = None, driver: str | None = None,
+                 cuda: str | None = None) -> dict:
+    """What makes a measurement on these GPUs comparable with another: the GPUs' name and compute capability,
+    how many the engine runs on (count; default: all given), the driver and the CUDA build. Free memory and
+    load are not part of it: they change by the minute."""
+    used = gpus[:count] if count else gpus
+    return {"name": " + ".join(dict.fromkeys(g.get("name") or "unknown" for g in used)) or None,
+            "count": count or len(used),
+            "compute_cap": (min(caps) if (caps := [g["compute_cap"] for g in used if g.get("compute_cap")])
+                            else None),
+            "driver": driver, "cuda": cuda}
 
 
 @dataclass(frozen=True)

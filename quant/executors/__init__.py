@@ -34,7 +34,7 @@ def run_local(ctx, variants: list[Variant], execution: Execution, run_one: RunOn
             ctx.reporter.log(f"[bold cyan]{variant.name}[/bold cyan]")
             started = time.time()
             record = run_one(ctx, variant)
-            record["ran_on"] = {**record.get("ran_on", {}), **placement(), "executor": "local", "started": started,
+            record["ran_on"] = {**placement(), **record.get("ran_on", {}), "executor": "local", "started": started,
                                 "finished": time.time()}
             yield variant, record
     finally:   # the quantizer first: a start that waits for its checkpoint then ends at once

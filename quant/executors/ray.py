@@ -73,7 +73,7 @@ def _variant_task(ctx, variant: Variant, run_one, permit_unisolated: bool) -> tu
     started = time.time()
     with sandbox.permit_unisolated(permit_unisolated):
         record = run_one(ctx, variant)
-    record["ran_on"] = {**record.get("ran_on", {}), **placement(), "executor": "ray",
+    record["ran_on"] = {**placement(), **record.get("ran_on", {}), "executor": "ray",
                         "node_id": ray.get_runtime_context().get_node_id(), "node_ip": ray.util.get_node_ip_address(),
                         "started": started, "finished": time.time()}
     return record, (ctx.kl_reference if variant.baseline else {})

@@ -196,7 +196,8 @@ def test_engine_facts_say_what_the_engine_serves_on(tmp_path, monkeypatch, distr
                                                     env, device):
     python = fake_engine_env(tmp_path, distribution, version, cuda, hip)
     cpu_isa = {"cpu_isa": host_cpu_isa()} if device == "cpu" else {}   # a CPU engine's kernels depend on the host
-    gpus = {"gpus": []} if device == "cuda" else {}   # a CUDA engine's GPUs (nvidia-smi: none here)
+    # a CUDA engine's GPUs and driver (nvidia-smi: none here), and its torch's CUDA build
+    gpus = {"gpus": [], "driver": None, "cuda": cuda} if device == "cuda" else {}
     monkeypatch.setenv("PATH", str(tmp_path))   # no nvidia-smi, whatever this machine has
     assert engine_facts(python, env) == {"distribution": distribution, "version": version, "device": device,
                                          **cpu_isa, **gpus}

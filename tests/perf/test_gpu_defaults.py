@@ -98,10 +98,12 @@ def test_a_process_of_someone_else_on_the_variants_gpu_is_foreign_and_ours_is_no
         {"pid": os.getpid(), "gpu_uuid": gpu(0)["uuid"], "used_memory": 70000},
         {"pid": other, "gpu_uuid": gpu(0)["uuid"], "used_memory": 2000},
         {"pid": other, "gpu_uuid": gpu(1)["uuid"], "used_memory": 2000},
-        {"pid": 4_000_000, "gpu_uuid": gpu(0)["uuid"], "used_memory": 9000}])   # not visible here (a container)
-    assert gpu_foreign_processes([gpu(0)["uuid"]]) == [{"pid": other, "gpu_uuid": gpu(0)["uuid"],
-                                                        "used_bytes": 2000 << 20}]
-    assert len(gpu_foreign_processes([])) == 2   # GPUs unknown: any of them
+        {"pid": 4_000_000, "gpu_uuid": gpu(0)["uuid"], "used_memory": 9000}])   # not visible here
+    # our own process is listed and seen: we are not in a container of our own, so an unseen PID is another's
+    assert gpu_foreign_processes([gpu(0)["uuid"]]) == [
+        {"pid": other, "gpu_uuid": gpu(0)["uuid"], "used_bytes": 2000 << 20},
+        {"pid": 4_000_000, "gpu_uuid": gpu(0)["uuid"], "used_bytes": 9000 << 20, "unseen": True}]
+    assert len(gpu_foreign_processes([])) == 3   # GPUs unknown: any of them
 
 
 def test_engine_core_niceness_is_for_cpu_engines_only():

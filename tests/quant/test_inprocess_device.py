@@ -11,6 +11,7 @@ import sys
 
 import pytest
 
+from core.child import ChildError
 from core.recipe import parse_recipe
 from core.store import Cache
 from quant import inprocess_plan
@@ -102,9 +103,9 @@ def test_an_8b_variant_is_not_scored_on_the_cpu_unless_the_user_opts_in(tmp_path
     model = header_only_checkpoint(tmp_path / "m", EIGHT_B)
     checkpoint = Checkpoint(path=model, key="ck", manifest={}, size_bytes=0)
     loads = []
-    import evals.backends.inprocess as backend
-    monkeypatch.setattr(backend, "inprocess_lm", lambda *a, **kw: loads.append(kw) or (_ for _ in ()).throw(
-        RuntimeError("not loaded in this test")))
+    import evals.backends.inprocess_child as backend   # the model loads in a child process (core/child.py)
+    monkeypatch.setattr(backend, "ChildLM", lambda *a, **kw: loads.append(kw) or (_ for _ in ()).throw(
+        ChildError("RuntimeError: not loaded in this test")))
     ctx = context(tmp_path, model)
     record = unsupported_record()
     _measure_inprocess(ctx, ctx.recipe.variants[1], checkpoint, record)
@@ -116,15 +117,15 @@ def test_an_8b_variant_is_not_scored_on_the_cpu_unless_the_user_opts_in(tmp_path
     record = unsupported_record()
     with pytest.raises(StageError, match="not loaded in this test"):   # opted in: it goes on to load the model
         _measure_inprocess(context(tmp_path, model, allow=True), ctx.recipe.variants[1], checkpoint, record)
-    assert loads == [{"dtype": "bfloat16", "device": "cpu"}]
+    assert loads == [{"dtype": ctx.inprocess_dtype, "device": "cpu"}]   # bfloat16 or float32 by this host's CPU
 
 
 def test_on_a_gpu_the_fallback_loads_on_it_without_an_estimate(tmp_path, monkeypatch):
     model = header_only_checkpoint(tmp_path / "m", EIGHT_B)
     loads = []
-    import evals.backends.inprocess as backend
-    monkeypatch.setattr(backend, "inprocess_lm", lambda *a, **kw: loads.append(kw) or (_ for _ in ()).throw(
-        RuntimeError("no kernels here")))
+    import evals.backends.inprocess_child as backend   # the model loads in a child process (core/child.py)
+    monkeypatch.setattr(backend, "ChildLM", lambda *a, **kw: loads.append(kw) or (_ for _ in ()).throw(
+        ChildError("RuntimeError: no kernels here")))
     monkeypatch.setattr(inprocess_plan, "inprocess_device", lambda device: device)   # torch would say: no CUDA
     monkeypatch.setattr("quant.measure.inprocess_device", lambda device: device)
     ctx = context(tmp_path, model)

@@ -101,7 +101,7 @@ def test_kv_cache_precisions_the_installed_engine_refuses_are_recipe_errors_befo
 
 def test_a_kv_cache_variant_the_engine_refuses_is_not_scored_in_process(tmp_path, monkeypatch):
     """transformers would score the model's own KV cache under the variant's name."""
-    import evals.backends.inprocess
+    import evals.backends.inprocess_child
     from core.hashing import digest
     from quant.context import Checkpoint, new_record
     from quant.measure import STAGE_SERVE_FAILURES, measure_variant
@@ -111,7 +111,7 @@ def test_a_kv_cache_variant_the_engine_refuses_is_not_scored_in_process(tmp_path
     kv = recipe.variant("kv-fp8")
     ctx.cache.save_json(STAGE_SERVE_FAILURES, digest("serve-failure", "demo", ctx.engine_key, kv.served_args),
                         {"reason": "no kernel (cached)"})
-    monkeypatch.setattr(evals.backends.inprocess, "inprocess_lm", lambda *a, **k: pytest.fail("scored in-process"))
+    monkeypatch.setattr(evals.backends.inprocess_child, "ChildLM", lambda *a, **k: pytest.fail("scored in-process"))
     record = new_record(kv)
     measure_variant(ctx, kv, Checkpoint(path=DEMO_MODEL, key="demo", manifest={}, size_bytes=0), record)
     assert record["status"] == "unsupported" and record["kv_cache_dtype"] == "fp8" and record["accuracy"] == {}

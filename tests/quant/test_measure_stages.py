@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-import evals.backends.inprocess
+import evals.backends.inprocess_child
 import quant.measure
 from core.hashing import digest
 from core.recipe import parse_recipe
@@ -52,8 +52,8 @@ def ctx(tmp_path) -> SweepContext:
 def test_eval_and_kl_stages_run_in_one_session_and_a_rerun_reuses_every_stage(ctx, monkeypatch):
     checkpoint = Checkpoint(path=DEMO_MODEL, key="demo", manifest={}, size_bytes=0)
     loads = []
-    real = evals.backends.inprocess.inprocess_lm
-    monkeypatch.setattr(evals.backends.inprocess, "inprocess_lm", lambda path, **kw: loads.append(path) or real(path, **kw))
+    real = evals.backends.inprocess_child.ChildLM   # the model loads in a child process
+    monkeypatch.setattr(evals.backends.inprocess_child, "ChildLM", lambda path, **kw: loads.append(path) or real(path, **kw))
     first = _measure_both(ctx, checkpoint)
     # bf16: evals + KL reference in one load; `same` (same weights): its evals are cached, its KL half is not
     assert loads == [DEMO_MODEL, DEMO_MODEL]
@@ -70,7 +70,7 @@ def test_eval_and_kl_stages_run_in_one_session_and_a_rerun_reuses_every_stage(ct
 
     def no_model(path, **kw):
         raise AssertionError("a cached stage was recomputed")
-    monkeypatch.setattr(evals.backends.inprocess, "inprocess_lm", no_model)
+    monkeypatch.setattr(evals.backends.inprocess_child, "ChildLM", no_model)
     ctx.kl_reference.clear()   # a new sweep process: the reference comes back from the cache
     again = _measure_both(ctx, checkpoint)
     assert "ran_on" not in again["same"] and "model_load" in first["same"]["ran_on"]["stages"]   # nothing ran
