@@ -33,9 +33,9 @@ import psutil
 
 from core.recipe import Calibration, Recipe, Variant
 from perf.engines.vllm import VLLMServer, resolve_engine_python
-from quant.ahead import LIFELINE, QuantizeAhead
+from quant.ahead import QuantizeAhead, quantizers
 from quant.progress import Reporter
-from quantize.child_process import QUANTIZER_ENV, quantize_in_subprocess
+from quantize.child_process import quantize_in_subprocess
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -60,17 +60,6 @@ def tree_cpu(pids: list[psutil.Process]) -> float:
         except psutil.Error:
             pass
     return total
-
-
-def quantizers() -> list[psutil.Process]:
-    found = []
-    for p in psutil.Process().children(recursive=True):
-        try:
-            if p.environ().get(QUANTIZER_ENV) and LIFELINE not in p.cmdline()[:4]:
-                found.append(p)
-        except psutil.Error:
-            pass
-    return found
 
 
 def scheduling(procs: list[psutil.Process]) -> list[str]:

@@ -134,7 +134,7 @@ class QuantizeAhead:
         try:
             if self._thread_id is not None:
                 os.setpriority(os.PRIO_PROCESS, self._thread_id, target)
-            for proc in _quantizers():
+            for proc in quantizers():
                 renice_process(proc, target)
                 _autogroup_nice(proc.pid, target)
         except PermissionError:
@@ -160,7 +160,7 @@ class QuantizeAhead:
         stopped: dict[int, psutil.Process] = {}
         deadline = time.time() + STARTING_S
         while True:   # a build that is starting: until its quantizer shows (and is stopped) or the build ends
-            stopped |= {p.pid: p for p in _quantizers() if p.pid not in stopped and _quietly(p.suspend)}
+            stopped |= {p.pid: p for p in quantizers() if p.pid not in stopped and _quietly(p.suspend)}
             if stopped or not self._building.is_set() or time.time() > deadline:
                 break
             time.sleep(0.05)
@@ -179,14 +179,14 @@ class QuantizeAhead:
             future.cancel()
         self._allowed.set()
         while self._building.is_set():   # a build that was starting its quantizer: stopped once it shows
-            for proc in _quantizers():
+            for proc in quantizers():
                 _quietly(proc.resume)
                 _quietly(proc.terminate)
             time.sleep(0.05)
         self._pool.shutdown(wait=True)
 
 
-def _quantizers() -> list[psutil.Process]:
+def quantizers() -> list[psutil.Process]:
     """This process's descendants started by the quantize stage (`python -m quantize` and whatever it started:
     they carry its environment marker); not the lifelines that watch them, which must stay able to stop them."""
     found = []
