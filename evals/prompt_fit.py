@@ -21,7 +21,8 @@ from core.hashing import digest, file_digest, versions
 from core.memo import remembered, source_digest
 from evals.task_facts import SHIPPED_DATA, TASKS_DIR
 
-WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf", ".pdparams", ".h5", ".msgpack")
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".gguf", ".onnx", ".pdparams", ".h5", ".msgpack",
+                   ".ot", ".npz")
 
 
 def longest_request(task, tokenizer_dir: Path) -> dict[str, Any] | None:
@@ -56,36 +57,48 @@ def _recording_lm(tokenizer_dir: Path):
         def loglikelihood_rolling(self, requests, disable_tqdm: bool = False):
             raise _Built("loglikelihood_rolling", requests)
 
+        @property
+        def encode(self):
+            return self._encode
+
+        @property
+        def prefix_id(self) -> int:
+            return self._prefix_id
+
     return RecordingLM("http://127.0.0.1/v1/completions", "prompt-fit", tokenizer_dir=tokenizer_dir)
 
 
 def _measure(task, tokenizer_dir: Path) -> dict[str, Any] | None:
-    from evals.runner import evaluate_task
-    from evals.tokens import encoder, prefix_token_id
-
-    lm = _recording_lm(tokenizer_dir)
     with _quietly():
         try:
-            evaluate_task(lm, task)
-        except _Built as built:
-            kind, requests = built.kind, built.requests
-        except Exception:   # a task that cannot be built here fails at eval time, with lm-eval's own message
+            kind, requests, lm = _requests(task, tokenizer_dir)
+            sizes = [_size(kind, request.args, lm) for request in requests]
+        except Exception:   # a task or tokenizer that fails here fails at eval time, with its own message
             return None
-        else:
-            return None
-        encode, prefix = encoder(lm.tokenizer), prefix_token_id(lm.tokenizer)
-        sizes = [_size(kind, request.args, encode, prefix) for request in requests]
     if not sizes:
         return None
     tokens, budget = max(sizes, key=sum)
     return {"tokens": tokens, "budget": budget, "kind": kind}
 
 
-def _size(kind: str, args: tuple, encode, prefix: int) -> tuple[int, int]:
+def _requests(task, tokenizer_dir: Path) -> tuple[str, list, Any]:
+    """(request type, lm-eval's requests, the LM they were built on)."""
+    from evals.runner import evaluate_task
+
+    lm = _recording_lm(tokenizer_dir)
+    try:
+        evaluate_task(lm, task)
+    except _Built as built:
+        return built.kind, built.requests, lm
+    return "generate_until", [], lm   # lm-eval asked for nothing
+
+
+def _size(kind: str, args: tuple, lm) -> tuple[int, int]:
     """(tokens of the request's text, tokens generated after it), counted as the served LM counts them."""
     from evals.backends.served import generation_budget
     from evals.tokens import rolling_ids, split_ids
 
+    encode, prefix = lm.encode, lm.prefix_id
     if kind == "generate_until":
         context, gen_kwargs = args
         return len(encode(context)), generation_budget(gen_kwargs)

@@ -1,6 +1,6 @@
 """Checks across a recipe's sections that its schema cannot make alone: names one section uses for another's
 entries (gates.per_task -> tasks), tokens to generate that leave no room for a prompt in the engine's
-context, and gate settings no run of the recipe can decide under. Each returns (location, message) pairs."""
+context, the context each variant is served with, and gate settings no run of the recipe can decide under. Each returns (location, message) pairs."""
 
 from __future__ import annotations
 

@@ -138,3 +138,11 @@ def test_cli_refuses_before_work_one_line_each(tmp_path, command):
     assert all(":8: tasks.1: niah_2048: its longest prompt is " in line and "max_model_len 512" in line
                for line in lines[1:])
     assert not (tmp_path / "run").exists() and not (tmp_path / "cache").exists()
+
+
+def test_a_tokenizer_that_cannot_be_read_leaves_the_count_to_the_eval(tmp_path):
+    model = tmp_path / "model"
+    shutil.copytree(DEMO_MODEL, model, ignore=shutil.ignore_patterns("*.safetensors"))
+    (model / "tokenizer.json").write_text("{not json")
+    assert longest_request(Task(name="demo_math", limit=2), model) is None
+    assert check([(0, Task(name="demo_math", limit=2))], model, [("bf16", 1, "engine.args")]).errors == []
