@@ -1,6 +1,7 @@
 """Checks across a recipe's sections that its schema cannot make alone: names one section uses for another's
 entries (gates.per_task -> tasks), tokens to generate that leave no room for a prompt in the engine's
-context, the context each variant is served with, and gate settings no run of the recipe can decide under. Each returns (location, message) pairs."""
+context, the context each variant is served with, and gate settings no run of the recipe can decide under.
+Each check returns (location, message) pairs."""
 
 from __future__ import annotations
 
@@ -91,7 +92,8 @@ def model_positions(model_dir) -> int | None:
     return positions if type(positions) is int and positions > 0 else None
 
 
-def served_contexts(model_dir, engine: Engine | None, variants: list[tuple[int, Variant]]) -> list[tuple[str, int, str]]:
+def served_contexts(model_dir, engine: Engine | None,
+                    variants: list[tuple[int, Variant]]) -> list[tuple[str, int, str]]:
     """(variant, max_model_len, where it comes from) for each variant the engine serves; a variant whose recipe
     sets none is served with the model's own max_position_embeddings, as vLLM does."""
     from perf.validate import served_limits
