@@ -125,7 +125,8 @@ def context_limits(engine: Engine | None, variants: list[tuple[int, Variant]]) -
     return limits
 
 
-def served_limits(engine: Engine | None, variants: list[tuple[int, Variant]]) -> list[tuple[Variant, int | None, str]]:
+def served_limits(engine: Engine | None,
+                  variants: list[tuple[int, Variant]]) -> list[tuple[Variant, int | None, str]]:
     """(variant, its max_model_len or None where the recipe leaves it to the engine, where it is set) for each
     variant the engine serves (not an endpoint's, nor llama.cpp's)."""
     common = _max_model_len(engine.args) if engine is not None else None
