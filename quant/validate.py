@@ -5,7 +5,8 @@ the calibration source; evals/validate.py: task names, the hub data they load an
 prompt fits each variant's max_model_len; perf/validate.py: the engine's interpreter and its arguments, names
 and values, as the engine's own parser takes them, and the perf workloads), the model they stand on, the
 executor, and the checks across sections (quant/recipe_checks.py). One line per problem: `file:line: field:
-message`. This module collects what the stages find and locates it in the recipe file; of a stage it imports only its validate module (tests/test_architecture.py)."""
+message`. This module collects what the stages find and locates it in the recipe file; of a stage it imports
+only its validate module (tests/test_architecture.py)."""
 
 from __future__ import annotations
 
