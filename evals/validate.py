@@ -1,16 +1,23 @@
 """The evals stage's own check of its part of a recipe, before work: every task resolves (ours in evals/tasks,
 or lm-eval's by name), the nearest names given for one that does not; the hub dataset a resolved task loads
-can be had (resolved as lm-eval's `datasets` call would, no data downloaded); and model-generated code runs
-only isolated, or where the user opted in."""
+can be had (resolved as lm-eval's `datasets` call would, no data downloaded); a task whose data is here fits
+each variant's context: its largest request (prompt and tokens to generate, as the eval will send it:
+evals/prompt_fit.py) within the variant's max_model_len; and model-generated code runs only isolated, or where
+the user opted in."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 from core.checks import Found, Problem
 from core.recipe import Task
 
 
-def check(tasks: list[tuple[int, Task]]) -> Found:
-    """tasks: (index in the recipe, task). The tasks that resolved are those whose index has no error."""
+def check(tasks: list[tuple[int, Task]], tokenizer_dir: Path | None = None,
+          contexts: list[tuple[str, int, str]] = ()) -> Found:
+    """tasks: (index in the recipe, task). The tasks that resolved are those whose index has no error.
+    tokenizer_dir: the model's directory, where its tokenizer is here; contexts: (variant, max_model_len, where
+    that is set) for each variant the engine serves."""
     from evals.registry import task_problems
 
     found = Found()
@@ -18,7 +25,33 @@ def check(tasks: list[tuple[int, Task]]) -> Found:
     for i, message in task_problems([t for _, t in tasks]):
         found.errors.append((("tasks", tasks[i][0]), message))
         unresolved.add(i)
-    found.errors += _data_problems([t for i, t in enumerate(tasks) if i not in unresolved])
+    resolved = [t for i, t in enumerate(tasks) if i not in unresolved]
+    found.errors += _data_problems(resolved)
+    if tokenizer_dir is not None and contexts:
+        found.errors += _fit_problems(resolved, tokenizer_dir, contexts)
+    return found
+
+
+def _fit_problems(tasks: list[tuple[int, Task]], tokenizer_dir: Path,
+                  contexts: list[tuple[str, int, str]]) -> list[Problem]:
+    """One line per task and variant whose largest request does not fit the variant's max_model_len: vLLM
+    refuses a prompt over it, and a prompt that leaves no room for the answer cannot be scored. Only tasks
+    whose data is here: a hub task's data is not fetched before work (the eval says so per item)."""
+    from evals.prompt_fit import longest_request
+    from evals.registry import hub_dataset
+
+    found = []
+    for i, task in tasks:
+        if hub_dataset(task) is not None or (longest := longest_request(task, tokenizer_dir)) is None:
+            continue
+        tokens, budget = longest["tokens"], longest["budget"]
+        size = (f"{tokens} tokens + {budget} to generate = {tokens + budget}" if longest["kind"] == "generate_until"
+                else f"{tokens} tokens (context and continuation, scored whole)")
+        for variant, limit, where in contexts:
+            if tokens + budget > limit:
+                found.append((("tasks", i), f"{task.key}: its longest prompt is {size}, over variant {variant}'s "
+                              f"max_model_len {limit} ({where}): raise max_model_len, or drop the task or "
+                              "shorten its prompts"))
     return found
 
 

@@ -125,6 +125,21 @@ def context_limits(engine: Engine | None, variants: list[tuple[int, Variant]]) -
     return limits
 
 
+def served_limits(engine: Engine | None,
+                  variants: list[tuple[int, Variant]]) -> list[tuple[Variant, int | None, str]]:
+    """(variant, its max_model_len or None where the recipe leaves it to the engine, where it is set) for each
+    variant the engine serves (not an endpoint's, nor llama.cpp's)."""
+    common = _max_model_len(engine.args) if engine is not None else None
+    served = []
+    for _, variant in variants:
+        if variant.endpoint is not None or variant.llamacpp is not None:
+            continue
+        own = _max_model_len(variant.engine_args)
+        served.append((variant, own if own is not None else common,
+                       "its engine_args" if own is not None else "engine.args"))
+    return served
+
+
 def _max_model_len(args: dict[str, Any]) -> int | None:
     values = [v for k, v in args.items() if k.replace("-", "_") == "max_model_len"]   # a flag may be spelt either way
     return as_int(values[-1]) if values else None

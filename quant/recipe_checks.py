@@ -1,6 +1,7 @@
 """Checks across a recipe's sections that its schema cannot make alone: names one section uses for another's
 entries (gates.per_task -> tasks), tokens to generate that leave no room for a prompt in the engine's
-context, and gate settings no run of the recipe can decide under. Each returns (location, message) pairs."""
+context, the context each variant is served with, and gate settings no run of the recipe can decide under.
+Each check returns (location, message) pairs."""
 
 from __future__ import annotations
 
@@ -62,22 +63,46 @@ LONG_CONTEXT_OVERRIDE = "VLLM_ALLOW_LONG_MAX_MODEL_LEN"   # vLLM's own switch fo
 def position_problems(model_dir, engine: Engine | None, variants: list[tuple[int, Variant]]) -> Problems:
     """A max_model_len above the model's position limit (config.json's max_position_embeddings): the engine
     refuses it only at start-up, unless engine.env sets vLLM's override."""
-    import json
-    from pathlib import Path
-
     from perf.validate import context_limits
 
     if model_dir is None or (engine is not None and engine.env.get(LONG_CONTEXT_OVERRIDE) not in (None, "", "0")):
         return []
-    try:
-        config = json.loads((Path(model_dir) / "config.json").read_text())
-    except (OSError, ValueError):
-        return []
-    config = config.get("text_config", config) if isinstance(config.get("text_config"), dict) else config
-    positions = config.get("max_position_embeddings")
-    if type(positions) is not int:
+    positions = model_positions(model_dir)
+    if positions is None:
         return []
     return [(("engine", "args", "max_model_len"), f"max_model_len {limit} ({where}) is above the model's "
              f"max_position_embeddings {positions}: the engine refuses it (set engine.env "
              f"{LONG_CONTEXT_OVERRIDE}: '1' to serve it anyway)")
             for limit, where in context_limits(engine, variants) if limit > positions]
+
+
+def model_positions(model_dir) -> int | None:
+    """config.json's max_position_embeddings (a multimodal model's text config's); None where it has none."""
+    import json
+    from pathlib import Path
+
+    try:
+        config = json.loads((Path(model_dir) / "config.json").read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(config, dict):
+        return None
+    config = config.get("text_config", config) if isinstance(config.get("text_config"), dict) else config
+    positions = config.get("max_position_embeddings")
+    return positions if type(positions) is int and positions > 0 else None
+
+
+def served_contexts(model_dir, engine: Engine | None,
+                    variants: list[tuple[int, Variant]]) -> list[tuple[str, int, str]]:
+    """(variant, max_model_len, where it comes from) for each variant the engine serves; a variant whose recipe
+    sets none is served with the model's own max_position_embeddings, as vLLM does."""
+    from perf.validate import served_limits
+
+    positions = model_positions(model_dir) if model_dir is not None else None
+    found = []
+    for variant, limit, where in served_limits(engine, variants):
+        if limit is None and positions is not None:
+            limit, where = positions, "the model's max_position_embeddings"
+        if limit is not None:
+            found.append((variant.name, limit, where))
+    return found

@@ -1,11 +1,12 @@
 """Everything knowable before work starts, checked before work starts and reported together: the recipe's
 schema (every error, not the first), then, on every part that parsed, each stage's own check of its part
 (quantize/validate.py: schemes, module names, group sizes, sensitivity rules, verbatim recipes, checkpoints,
-the calibration source; evals/validate.py: task names and the hub data they load; perf/validate.py: the
-engine's interpreter and its arguments, names and values, as the engine's own parser takes them, and the perf
-workloads), the model they stand on, the executor, and the checks across sections (quant/recipe_checks.py).
-One line per problem: `file:line: field: message`. This module collects what the stages find and locates it
-in the recipe file; of a stage it imports only its validate module (tests/test_architecture.py)."""
+the calibration source; evals/validate.py: task names, the hub data they load and whether a task's longest
+prompt fits each variant's max_model_len; perf/validate.py: the engine's interpreter and its arguments, names
+and values, as the engine's own parser takes them, and the perf workloads), the model they stand on, the
+executor, and the checks across sections (quant/recipe_checks.py). One line per problem: `file:line: field:
+message`. This module collects what the stages find and locates it in the recipe file; of a stage it imports
+only its validate module (tests/test_architecture.py)."""
 
 from __future__ import annotations
 
@@ -148,13 +149,13 @@ def _check(parts: Parts, recipe_dir: Path | None, text: str, source: str, engine
         stage, found.engine_flags = perf.validate.check(parts.engine, parts.variants)
         collect(stage)
     _cross(parts, add, found)
-    from quant.recipe_checks import position_problems
+    from quant.recipe_checks import position_problems, served_contexts
     for loc, message in position_problems(model_dir, parts.engine, parts.variants):
         add(found.errors, loc, message)
     if parts.execution and parts.execution.executor == "ray" and importlib.util.find_spec("ray") is None:
         add(found.errors, ("execution", "executor"), "the ray executor needs Ray: pip install 'quant-suite[ray]' "
             "(make setup installs it)")
-    collect(evals.validate.check(parts.tasks))
+    collect(evals.validate.check(parts.tasks, model_dir, served_contexts(model_dir, parts.engine, parts.variants)))
     if parts.perf is not None:
         collect(perf.validate.check_workloads(parts.perf, parts.engine, parts.variants))
     collect(quantize.validate.check(parts.variants, parts.calibration, model_dir))

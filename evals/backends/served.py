@@ -29,6 +29,11 @@ def truncate_at_stops(text: str, stops: list[str]) -> str:
     return text[:cut]
 
 
+def generation_budget(gen_kwargs: dict) -> int:
+    """The tokens a generation asks for: the task's max_gen_toks, else lm-eval's default."""
+    return int(gen_kwargs.get("max_gen_toks", 256))
+
+
 class RequestRejected(RuntimeError):
     """The server answered a request with a client error (4xx but 429): it was alive, and the request is wrong."""
 
@@ -161,7 +166,7 @@ class ServedLM(LM):
     async def _generate(self, context: str, gen_kwargs: dict) -> str:
         until = gen_kwargs.get("until") or []
         until = [until] if isinstance(until, str) else list(until)
-        max_tokens = int(gen_kwargs.get("max_gen_toks", 256))
+        max_tokens = generation_budget(gen_kwargs)
         if self.max_model_len and self.tokenizer_dir is not None:  # ask for no more than the context holds
             prompt_tokens = len(self._encode(context))
             if self.max_model_len - prompt_tokens < max_tokens:
