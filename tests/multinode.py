@@ -26,8 +26,9 @@ import psutil
 RAY = Path(sys.executable).with_name("ray")
 SECRET = "quant-test-secret-K3y"   # grepped for in everything a sweep writes: it must appear nowhere
 OBJECT_STORE_BYTES = 100 * 2**20
-# How soon the GCS declares a lost node dead (Ray's defaults: a health check every 3 s, 10 s to answer, dead after
-# 5 misses: 15 s or more), which a test that loses a node waits for; these still give a loaded machine 3 s to answer.
+# How soon the GCS declares a lost node dead, which a test that loses a node waits for. Ray checks every 3 s, gives
+# each check 10 s and gives up after 5 misses (15 s at least); here every 1 s, 3 s each, after 3 misses (a raylet
+# slowed by a loaded machine answers a health check well within 3 s).
 HEALTH_CHECKS = {"RAY_health_check_initial_delay_ms": "1000", "RAY_health_check_period_ms": "1000",
                  "RAY_health_check_timeout_ms": "3000", "RAY_health_check_failure_threshold": "3"}
 
