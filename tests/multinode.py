@@ -26,6 +26,11 @@ import psutil
 RAY = Path(sys.executable).with_name("ray")
 SECRET = "quant-test-secret-K3y"   # grepped for in everything a sweep writes: it must appear nowhere
 OBJECT_STORE_BYTES = 100 * 2**20
+# How soon the GCS declares a lost node dead, which a test that loses a node waits for. Ray checks every 3 s, gives
+# each check 10 s and gives up after 5 misses (15 s at least); here every 1 s, 3 s each, after 3 misses (a raylet
+# slowed by a loaded machine answers a health check well within 3 s).
+HEALTH_CHECKS = {"RAY_health_check_initial_delay_ms": "1000", "RAY_health_check_period_ms": "1000",
+                 "RAY_health_check_timeout_ms": "3000", "RAY_health_check_failure_threshold": "3"}
 
 
 def free_port() -> int:
@@ -78,29 +83,33 @@ class Cluster:
         self.address = f"127.0.0.1:{self.port}"
         self.nodes: dict[str, Node] = {}
 
-    def _start(self, node: Node, *flags: str) -> None:
-        ports = ["--dashboard-agent-listen-port", str(free_port()), "--metrics-export-port", str(free_port()),
-                 "--object-store-memory", str(OBJECT_STORE_BYTES), "--disable-usage-stats"]
-        cmd = [str(RAY), "start", "--node-ip-address", "127.0.0.1", "--temp-dir", str(node.temp_dir),
-               "--resources", json.dumps(node.resources), *ports, *flags]
-        proc = subprocess.run(cmd, capture_output=True, text=True, env={**self.env, **node.env}, timeout=180)
-        if proc.returncode:
-            raise RuntimeError(f"ray start failed: {proc.stderr[-2000:]}")
-        self.nodes[node.name] = node
+    def _start(self, nodes: list[tuple[Node, list[str]]]) -> None:
+        """`ray start` for each (node, flags), all at once (as on separate machines); returns when all joined."""
+        started = []
+        for node, flags in nodes:
+            ports = ["--dashboard-agent-listen-port", str(free_port()), "--metrics-export-port", str(free_port()),
+                     "--object-store-memory", str(OBJECT_STORE_BYTES), "--disable-usage-stats"]
+            cmd = [str(RAY), "start", "--node-ip-address", "127.0.0.1", "--temp-dir", str(node.temp_dir),
+                   "--resources", json.dumps(node.resources), *ports, *flags]
+            started.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                            env={**self.env, **HEALTH_CHECKS, **node.env}))
+            self.nodes[node.name] = node   # stop() ends what it started, whatever becomes of the others
+        for proc in started:
+            _, err = proc.communicate(timeout=180)
+            if proc.returncode:
+                raise RuntimeError(f"ray start failed: {err[-2000:]}")
 
     def start_head(self, cpus: int = 0) -> None:
         node = Node("head", self.root / "head", {})
-        self._start(node, "--head", "--port", str(self.port), "--num-cpus", str(cpus), "--include-dashboard",
-                    "false", "--ray-client-server-port", str(free_port()), "--dashboard-port", str(free_port()))
+        self._start([(node, ["--head", "--port", str(self.port), "--num-cpus", str(cpus), "--include-dashboard",
+                             "false", "--ray-client-server-port", str(free_port()), "--dashboard-port",
+                             str(free_port())])])
 
-    def add_node(self, name: str, cpus: int, env: dict, resources: dict | None = None) -> Node:
-        node = Node(name, self.root / name, env, resources or {})
-        self._start(node, "--address", self.address, "--num-cpus", str(cpus))
-        return node
-
-    def restart(self, name: str) -> Node:
-        old = self.nodes.pop(name)
-        return self.add_node(name, 1, old.env, old.resources)
+    def add_nodes(self, nodes: dict[str, tuple[int, dict, dict]]) -> None:
+        """name -> (CPUs, environment, custom resources) of each node joining the head."""
+        self._start([(Node(name, self.root / name, env, resources), ["--address", self.address, "--num-cpus",
+                                                                     str(cpus)])
+                     for name, (cpus, env, resources) in nodes.items()])
 
     def kill(self, name: str) -> None:
         """The node is lost: every process of it SIGKILLed at once (a machine that went away)."""
@@ -113,18 +122,21 @@ class Cluster:
         psutil.wait_procs(procs, timeout=30)
 
     def stop(self) -> None:
-        """Workers first, the head last, as `ray stop` would (but only this cluster's processes)."""
-        for name in [n for n in self.nodes if n != "head"] + ["head"]:
-            if name in self.nodes:
-                procs = self.nodes[name].processes()
-                for proc in procs:
-                    try:
-                        proc.terminate()
-                    except psutil.NoSuchProcess:
-                        pass
-                _, alive = psutil.wait_procs(procs, timeout=15)
-                for proc in alive:
+        """The other nodes first (all at once), the head last, as `ray stop` would (but only this cluster's
+        processes); what has not ended 5 s after SIGTERM is killed."""
+        for names in ([n for n in self.nodes if n != "head"], ["head"]):
+            procs = tree([p.pid for n in names if n in self.nodes for p in self.nodes[n].processes()])
+            for proc in procs:
+                try:
+                    proc.terminate()
+                except psutil.NoSuchProcess:
+                    pass
+            _, alive = psutil.wait_procs(procs, timeout=5)
+            for proc in alive:
+                try:
                     proc.kill()
+                except psutil.NoSuchProcess:
+                    pass
         shutil.rmtree(self.root, ignore_errors=True)
 
 
