@@ -130,7 +130,7 @@ def earlier_perf(identity: dict, before: str, window: int) -> list[dict]:
 def perf_over_time(variant: str, recipe: str | None = None) -> list[dict]:
     """A variant's headline perf in every recorded run that has it, oldest first."""
     from reports.perf_history import perf_entry
-    from reports.table import headline_figure
+    from reports.headline import headline_figure
 
     rows = []
     for run_id, results in _recorded():
@@ -149,7 +149,7 @@ def write_perf_history(out: Path, results: Results | dict, window: int = 20) -> 
     any. A history that cannot be read leaves the report without the plot."""
     from core.run_layout import RunLayout
     from reports.perf_history import perf_entry
-    from reports.table import headline_figure
+    from reports.headline import headline_figure
 
     results = Results.of(results)
     path = RunLayout(Path(out)).perf_history

@@ -14,7 +14,7 @@ from reports.cost import usd_per_gpu_hour, usd_per_million_tokens
 from reports.gate_rules import MARGIN_TOLERANCE
 from reports.kv_memory import bytes_per_sequence
 from reports.metric_kinds import higher_is_better
-from reports.table import foreign_cores, headline_figure, headline_point
+from reports.headline import foreign_cores, headline_figure, headline_point
 
 NO_INTERVAL_BAND = 0.05   # a figure without an interval (one run, no requests kept): +-5%, the gate's noise band
 

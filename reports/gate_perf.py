@@ -22,7 +22,7 @@ from core.results import PerfPoint, VariantRecord
 from perf.metrics import reliable, samples_needed
 from reports.gate_check import Check, GateInputError
 from reports.gate_rules import INCONCLUSIVE, PASS, REGRESSION, Verdict
-from reports.table import headline_points
+from reports.headline import headline_points
 
 
 def _ratio_interval(base: list[float], cand: list[float], confidence: float) -> tuple[float, float, float]:

