@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import logging
 import shutil
 from contextlib import closing
 from pathlib import Path
@@ -25,14 +24,13 @@ from core.store import Cache, read_json, remove_leftovers, write_json
 from evals import sandbox
 from evals.validate import check_code_isolation
 from perf.engines.gpu_choice import NoGpuFree
-from perf.engines.kernels import kernels, last_start
-from perf.engines.process import EngineStartError, engine_warnings, log_since
-from perf.engines.warning_kinds import split_warnings
+from perf.engines.process import EngineStartError
 from perf.engines.vllm import resolve_engine_python
 from quant.context import StageError, SweepContext, new_record
 from quant.executors import run_variants
 from quant.gpu_pin import pinned
 from quant.endpoint_probe import probe_endpoints
+from quant.engine_notes import record_engine_notes
 from quant.inprocess_plan import sweep_device
 from quant.measure import measure_variant
 from quant.measure_endpoint import run_endpoint_variant, run_llamacpp_variant
@@ -45,21 +43,8 @@ from quant.validate import engine_facts_once, raise_on_errors, validate
 from quantize.gguf_source import source_facts
 from reports.render import render_all
 
-log = logging.getLogger(__name__)
 
 
-
-def report_engine_warnings(name: str, warnings: list[str], server_log: Path, record: dict) -> None:
-    """The engine's warnings while it served this variant: those that change what is measured one line each and
-    in results.json (`engine_warnings`); the rest as one line pointing at server.log."""
-    kept, routine = split_warnings(warnings)
-    for line in kept:
-        log.warning("%s engine: %s (%s)", name, line, server_log)
-    if kept:
-        record["engine_warnings"] = kept
-    if routine:
-        log.warning("%s engine: %d other warning(s), none that changes what is measured (the first: %s); all in %s",
-                    name, len(routine), routine[0][:100], server_log)
 
 def run_sweep(recipe: Recipe, out: Location | str | Path, recipe_path: Path | None = None,
               cache_dir: str | Path | None = None,
@@ -312,10 +297,7 @@ def _run_pinned(ctx: SweepContext, variant: Variant) -> dict:
         ctx.reporter.log(f"  [red]{type(exc).__name__}[/red]: {escape(str(exc))}")
         record.update(status="failed", reason=f"measurement: {type(exc).__name__}: {str(exc)[:300]}")
     finally:
-        report_engine_warnings(variant.name, engine_warnings(log_since(server_log, seen), limit=500), server_log,
-                               record)
-        if found := kernels(last_start(log_since(server_log, 0))):   # this run's start, or the one it reused
-            record["kernels"] = found
+        record_engine_notes(ctx, variant, checkpoint, server_log, seen, record)
         if ctx.out_remote and ctx.variant_dir(variant.name).is_dir():   # for the driver, wherever this ran
             ctx.out_remote.upload_dir(ctx.variant_dir(variant.name), f"variants/{variant.name}")
     return record

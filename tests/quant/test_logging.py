@@ -116,7 +116,7 @@ def test_a_cut_generation_is_a_warning_once_then_debug(caplog):
 
 def test_start_up_warnings_are_one_line_unless_they_change_what_is_measured(tmp_path, caplog):
     from perf.engines.warning_kinds import split_warnings
-    from quant.sweep import report_engine_warnings
+    from quant.engine_notes import report_engine_warnings
 
     warnings = ["WARNING libtcmalloc is not found, which may cause performance degradation",
                 "WARNING Pin memory is not supported on CPU.",
@@ -127,9 +127,8 @@ def test_start_up_warnings_are_one_line_unless_they_change_what_is_measured(tmp_
                 "WARNING Using a slow reference kernel for W8A8 on this CPU"]
     kept, routine = split_warnings(warnings)
     assert kept == warnings[4:] and routine == warnings[:4]
-    record: dict = {}
-    with caplog.at_level(logging.WARNING, logger="quant.sweep"):
-        report_engine_warnings("w8", warnings, tmp_path / "server.log", record)
+    with caplog.at_level(logging.WARNING, logger="quant.engine_notes"):
+        reported = report_engine_warnings("w8", warnings, tmp_path / "server.log")
     lines = [r.getMessage() for r in caplog.records]
-    assert record["engine_warnings"] == kept and len(lines) == 4
+    assert reported == kept and len(lines) == 4
     assert "4 other warning(s), none that changes what is measured" in lines[-1] and "server.log" in lines[-1]
