@@ -93,11 +93,7 @@ def _what_it_is(results: Results, name: str, folder: CardFolder) -> list[str]:
                  ("quantized with", ", ".join(f"{k} {v}" for k, v in (m.get("versions") or {}).items()) or "-")]
     rows.append(("size", f"{record.size_bytes / 1e6:.2f} MB" if record.size_bytes else "-"))
     lines = ["## What it is", "", "| | |", "|---|---|"]
-    return lines + [f"| {k} | {_cell(v)} |" for k, v in rows] + [""]
-
-
-def _cell(text: str) -> str:
-    return markdown_cell(text)
+    return lines + [f"| {k} | {markdown_cell(v)} |" for k, v in rows] + [""]
 
 
 def _paired(p: dict | None) -> str:
@@ -127,7 +123,7 @@ def _accuracy(results: Results, name: str, run_dir: Path | None) -> list[str]:
         interval = lambda a: f"{a.value:.3f} [{a.ci95[0]:.3f}, {a.ci95[1]:.3f}]"
         lines.append(f"| {task} | {acc.metric} | {acc.n} | {interval(acc)} | {interval(ref) if ref else '-'} | "
                      f"{num(row.delta, '+.3f')} | {percent(row.recovery)} | "
-                     f"{'baseline' if name == baseline else _cell(_paired(row.paired))} |")
+                     f"{'baseline' if name == baseline else markdown_cell(_paired(row.paired))} |")
     return lines + [""]
 
 
@@ -195,7 +191,7 @@ def render_card(results: Results, name: str, folder: CardFolder, verdict: CardVe
     header = "---\n" + yaml.safe_dump(_metadata(results, name, folder), sort_keys=False) + "---\n"
     lines = []
     if folder.undeployable:
-        lines += [f"> **{NOT_DEPLOYABLE}**: {_cell(folder.undeployable)}; exported with --allow-undeployable. "
+        lines += [f"> **{NOT_DEPLOYABLE}**: {markdown_cell(folder.undeployable)}; exported with --allow-undeployable. "
                   "Do not serve it.", ""]
     lines += [f"# {_base_model(results)}: {name}", "",
               f"Variant `{name}` of run `{results.recipe_name}`"
