@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from core.checks import Found, Problem
+from core.checks import Found, Problem, as_int
 from core.recipe import Task
 
 
@@ -47,8 +47,10 @@ def _fit_problems(tasks: list[tuple[int, Task]], tokenizer_dir: Path,
         tokens, budget = longest["tokens"], longest["budget"]
         size = (f"{tokens} tokens + {budget} to generate = {tokens + budget}" if longest["kind"] == "generate_until"
                 else f"{tokens} tokens (context and continuation, scored whole)")
+        asked = as_int((task.gen_kwargs or {}).get("max_gen_toks"))
         for variant, limit, where in contexts:
-            if tokens + budget > limit:
+            # the recipe's max_gen_toks that alone fills the context is its own line (generation_problems)
+            if tokens + budget > limit and not (asked is not None and asked >= limit):
                 found.append((("tasks", i), f"{task.key}: its longest prompt is {size}, over variant {variant}'s "
                               f"max_model_len {limit} ({where}): raise max_model_len, or drop the task or "
                               "shorten its prompts"))

@@ -10,7 +10,7 @@ import functools
 import os
 from typing import Any
 
-from core.checks import Found
+from core.checks import Found, as_int
 from core.recipe import Engine, Variant
 from core.recipe_perf import Perf
 
@@ -144,11 +144,3 @@ def _max_model_len(args: dict[str, Any]) -> int | None:
     values = [v for k, v in args.items() if k.replace("-", "_") == "max_model_len"]   # a flag may be spelt either way
     return as_int(values[-1]) if values else None
 
-
-def as_int(value: Any) -> int | None:
-    """A count of tokens as a recipe gives it (an int, or digits); None for anything else."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    return int(value) if isinstance(value, str) and value.isdigit() else None

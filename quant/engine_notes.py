@@ -28,7 +28,10 @@ def record_engine_notes(ctx: SweepContext, variant: Variant, checkpoint: Checkpo
     if started.strip():   # an engine started in this run (or beside the previous variant's evals)
         kept = report_engine_warnings(variant.name, engine_warnings(started, limit=500), server_log)
         notes = {"engine_warnings": kept, "kernels": kernels(last_start(started))}
-        ctx.cache.save_json(STAGE_ENGINE_NOTES, key, notes)
+        try:
+            ctx.cache.save_json(STAGE_ENGINE_NOTES, key, notes)
+        except OSError as exc:   # a convenience for re-runs: a full disk fails the stages that need it, not this
+            log.warning("%s: engine notes not cached (%s); this run's record has them", variant.name, exc)
     elif ctx.cache.has(STAGE_ENGINE_NOTES, key):
         notes = ctx.cache.load_json(STAGE_ENGINE_NOTES, key)
     else:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import difflib
 
+from core.checks import as_int
 from core.recipe import Engine, Gates, Task, Variant
 from core.recipe_perf import Perf
 
@@ -44,7 +45,7 @@ def perf_gate_warnings(gates: Gates, perf: Perf) -> Problems:
 def generation_problems(tasks: list[tuple[int, Task]], engine: Engine | None,
                         variants: list[tuple[int, Variant]]) -> Problems:
     """A task's gen_kwargs.max_gen_toks that alone fills max_model_len: no prompt fits beside it."""
-    from perf.validate import as_int, context_limits
+    from perf.validate import context_limits
 
     problems = []
     for i, task in tasks:

@@ -34,7 +34,7 @@ variants:
   - {{name: bf16, baseline: true}}
   - name: deployed
     endpoint: {{base_url: "{url}", model: {model}{key}}}
-tasks: [{{name: demo_math, limit: 4}}, {{name: python_docs_ppl, limit: 2}}]
+tasks: [{{name: demo_math, limit: 4}}, {{name: math_mc, limit: 2}}]
 kl_items: 2
 gates: {{min_n: 2}}
 perf:
@@ -100,18 +100,18 @@ def test_an_endpoint_is_measured_and_what_it_cannot_score_is_listed(tmp_path, st
     point = deployed["perf"]["tiny"]["points"][0]
     assert point["n"] == 3 and point["errors"] == 0 and point["output_tokens_per_s"] > 0
     # the likelihood task and the KL need prompt log-probabilities it does not give aligned: listed, not scored
-    assert "python_docs_ppl" not in deployed["accuracy"] and "kl" not in deployed["accuracy"]["demo_math"]
+    assert "math_mc" not in deployed["accuracy"] and "kl" not in deployed["accuracy"]["demo_math"]
     missing = deployed["not_measurable"]
-    assert "prompt log-probabilities" in missing["tasks"]["python_docs_ppl"]
-    assert set(missing["kl"]) == {"demo_math", "python_docs_ppl"} and "server_rss_bytes" in missing["memory"]
+    assert "prompt log-probabilities" in missing["tasks"]["math_mc"]
+    assert set(missing["kl"]) == {"demo_math", "math_mc"} and "server_rss_bytes" in missing["memory"]
     # the suite-served baseline scores all of it
-    assert set(results["variants"]["bf16"]["accuracy"]) == {"demo_math", "python_docs_ppl"}
+    assert set(results["variants"]["bf16"]["accuracy"]) == {"demo_math", "math_mc"}
     report = (tmp_path / "run" / "pareto.md").read_text()
-    assert "Not measurable on this engine" in report and "python_docs_ppl" in report
+    assert "Not measurable on this engine" in report and "math_mc" in report
     # the gate never decides a task the candidate's engine could not score: it says so (exit 2)
     run = tmp_path / "run"
     assert quant_main(["gate", "--baseline", str(run), "--candidate", f"{run}:deployed"]) == 2
-    assert "task python_docs_ppl is not measurable on candidate deployed's engine" in capsys.readouterr().err
+    assert "task math_mc is not measurable on candidate deployed's engine" in capsys.readouterr().err
 
 
 def test_an_endpoint_that_cannot_be_used_is_one_line_each_before_any_work(tmp_path, standin_engine, endpoint,
