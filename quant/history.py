@@ -113,17 +113,23 @@ def _recorded(before: str | None = None) -> Iterator[tuple[str, Results]]:
             continue
 
 
-def earlier_perf(identity: dict, before: str, window: int) -> list[dict]:
+def earlier_perf(identity: dict, before: str, window: int, measured: list[str] | None = None) -> list[dict]:
     """The last `window` runs recorded before `before` with a variant of this perf identity
-    (reports/perf_history.py), oldest first."""
+    (reports/perf_history.py), oldest first. Each measurement counts once, where it was first recorded: a
+    re-run that took its perf from the stage cache is not another sample, nor is a run's own measurement
+    (`measured`) its own baseline."""
     from reports.perf_history import perf_entry
 
-    found = []
+    found, seen = [], [measured] if measured else []
     for _, results in _recorded(before):
         for name in results.variants:
             entry = perf_entry(results, name)
-            if entry is not None and entry["identity"] == identity:
-                found.append(entry)
+            if entry is None or entry["identity"] != identity:
+                continue
+            if entry["measured"] and entry["measured"] in seen:
+                continue
+            seen.append(entry["measured"])
+            found.append(entry)
     return found[-window:]
 
 
@@ -159,7 +165,7 @@ def write_perf_history(out: Path, results: Results | dict, window: int = 20) -> 
             entry = perf_entry(results, name)
             if entry is None or not results.started:
                 continue
-            earlier = earlier_perf(entry["identity"], results.started, window)
+            earlier = earlier_perf(entry["identity"], results.started, window, entry["measured"])
             if earlier:
                 ci = headline_figure(v, "output_tokens_per_s")[1]
                 series[name] = [{k: e[k] for k in ("started", "version", "tok_s", "foreign")} for e in earlier] \

@@ -22,8 +22,9 @@ DEFAULT_WINDOW = 5
 DEFAULT_LIMIT = 0.05   # the drop beyond the baseline's spread that is a regression, unless the policy sets one
 MIN_EARLIER = 2
 
-# (identity, started before, window) -> the earlier runs' entries (perf_entry), oldest first
-Lookup = Callable[[dict, str, int], list[dict]]
+# (identity, started before, window, measured) -> the earlier runs' entries (perf_entry) of other measurements than
+# `measured`, each measurement once, oldest first
+Lookup = Callable[[dict, str, int, Any], list[dict]]
 
 
 def perf_identity(results: Results | dict, name: str) -> dict[str, Any] | None:
@@ -60,9 +61,17 @@ def perf_entry(results: Results | dict, name: str) -> dict[str, Any] | None:
         return None
     v: VariantRecord = results.variants[name]
     tok_s, _, _ = headline_figure(v, "output_tokens_per_s")
+    points = headline_points(v)
     return {"identity": identity, "started": results.started, "tok_s": tok_s,
             "version": results.engine.version if results.engine else None,
-            "foreign": any(p.foreign_load for p in headline_points(v))}
+            "foreign": any(p.foreign_load for p in points), "measured": measured(points)}
+
+
+def measured(points) -> list[str] | None:
+    """When the headline levels were run: a run that reused them from the stage cache (an unchanged re-run) has
+    the same, and is the same evidence; None for points that do not say."""
+    started = [p.started for p in points]
+    return sorted(started) if all(started) else None
 
 
 def history_check(name: str, current: dict, earlier: list[dict], window: int, limit: float) -> Check:
@@ -101,6 +110,6 @@ def history_checks(results: Results | dict, names: list[str], lookup: Lookup, wi
         current = perf_entry(results, name)
         if current is None:
             continue
-        earlier = lookup(current["identity"], current["started"], window)
+        earlier = lookup(current["identity"], current["started"], window, current["measured"])
         out[name] = history_check(name, current, earlier, window, DEFAULT_LIMIT if limit is None else limit)
     return out

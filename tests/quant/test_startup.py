@@ -84,7 +84,9 @@ perf:
 """
 
 
-def test_an_unchanged_rerun_imports_nothing_heavy(tmp_path, standin_engine, demo_checkpoints):
+def test_an_unchanged_rerun_imports_nothing_heavy(tmp_path, standin_engine, demo_checkpoints, monkeypatch):
+    # a history of its own: earlier sweeps of the demo model by other tests would add a perf-over-time plot
+    monkeypatch.setenv("QUANT_HISTORY_DB", str(tmp_path / "history.sqlite"))
     recipe_path = tmp_path / "startup.yaml"
     recipe_path.write_text(RECIPE.format(theirs=demo_checkpoints("theirs")))
     run, cache = tmp_path / "run", tmp_path / "cache"
