@@ -16,6 +16,7 @@ from reports.kv_memory import bytes_per_sequence
 from reports.metric_kinds import higher_is_better
 from reports.headline import foreign_cores, headline_figure, headline_point
 
+MEMORY_TIE = 0.01   # sizes within 1% are the same (one scheme's checkpoints differ only in their metadata)
 NO_INTERVAL_BAND = 0.05   # a figure without an interval (one run, no requests kept): +-5%, the gate's noise band
 
 def _p99_latency(point: PerfPoint) -> float:
@@ -180,11 +181,22 @@ def _tie_break(tied: list[Choice], because: str) -> Choice:
     if len(close) == 1:
         best.why = f"{because}; decided by accuracy, beyond the others' 95% intervals: {others}"
         return best
-    pick = min(close, key=lambda c: c.memory)
+    pick, unblocked = _least_memory(close)
     sizes = ", ".join(f"{c.variant} {c.memory / 1e6:.1f} MB" for c in close)
     pick.why = (f"{because}; accuracy tied (95% intervals overlap: {others}); decided by memory for one sequence "
-                f"(weights and its KV cache): {sizes}")
+                f"(weights and its KV cache): {sizes}{unblocked}")
     return pick
+
+
+def _least_memory(candidates: list[Choice]) -> tuple[Choice, str]:
+    """The smallest; among sizes within MEMORY_TIE of it (a checkpoint's metadata is no difference), one the
+    gate does not block first. With what to add to the why line where that decided it."""
+    least = min(c.memory for c in candidates)
+    same = [c for c in candidates if c.memory <= least * (1 + MEMORY_TIE)]
+    pick = min(same, key=lambda c: (c.blocked is not None, c.memory))
+    passed_over = [c.variant for c in same if c.blocked and c is not pick and c.memory <= pick.memory]
+    return pick, (f"; within {MEMORY_TIE:.0%} of {', '.join(passed_over)}, which the gate blocks" if passed_over
+                  else "")
 
 
 def _best(ok: list[Choice], objective: str) -> Choice:
@@ -194,7 +206,8 @@ def _best(ok: list[Choice], objective: str) -> Choice:
     _, larger_is_better = OBJECTIVES[objective]
     lead = (max if larger_is_better else min)(ok, key=lambda c: c.score)
     if objective == "memory":
-        lead.why = f"least memory for one sequence: {lead.score / 1e6:.1f} MB"
+        lead, unblocked = _least_memory(ok)
+        lead.why = f"least memory for one sequence: {lead.score / 1e6:.1f} MB{unblocked}"
         return lead
     if len(ok) == 1:
         lead.why = f"the only candidate: {_figure(lead, objective)}"
@@ -229,12 +242,14 @@ def choose(results: Results | dict, tasks: list[str], max_drop: float | dict[str
             rejected.update({c.variant: f"blocked by the gate: {blocked[c.variant]}" for c in ok
                              if c.variant in blocked})
             ok[:] = [c for c in ok if c.variant not in blocked]
+    for ok, _ in per_task.values():
+        for c in ok:
+            c.blocked = blocked.get(c.variant)
     choices = {}
     for task, (ok, rejected) in per_task.items():
         choices[task] = _best(ok, objective) if ok else None
         if choices[task]:
             choices[task].rejected = rejected
-            choices[task].blocked = blocked.get(choices[task].variant)
     everywhere = set.intersection(*({c.variant for c in ok} for ok, _ in per_task.values())) if tasks else set()
     first_task = per_task[tasks[0]][0] if tasks else []
     shared = [c for c in first_task if c.variant in everywhere]   # a variant's score is the same for every task

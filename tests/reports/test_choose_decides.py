@@ -77,6 +77,21 @@ def test_a_blocked_variant_is_named_where_picked_and_excluded_on_request():
     assert c.variant == "bf16" and "blocked by the gate" in c.rejected["canary"]
 
 
+def test_between_the_same_size_a_variant_the_gate_does_not_block_is_picked():
+    """The canary and SmoothQuant are one int8 scheme: their checkpoints differ by metadata only. Where memory
+    decides, the one the gate passes wins; a smaller size beyond 1% still wins, named as blocked."""
+    blocked = {"canary": "regression: math exact_match: drop 0.400 > margin 0.020"}
+    same = {"bf16": _variant({"code": 0.98}, [500], size=2_000_000, loaded=True),
+            "canary": _variant({"code": 0.98}, [600], size=1_000_000, loaded=True),
+            "smooth": _variant({"code": 0.98}, [550], size=1_000_400, loaded=True)}
+    c = _pick(same, blocked=blocked)
+    assert c.variant == "smooth" and c.blocked is None and "within 1% of canary, which the gate blocks" in c.why
+    c = _pick(same, blocked=blocked, objective="memory")
+    assert c.variant == "smooth" and "within 1% of canary" in c.why
+    c = _pick(same | {"smooth": _variant({"code": 0.98}, [550], size=1_200_000, loaded=True)}, blocked=blocked)
+    assert c.variant == "canary" and c.blocked == blocked["canary"] and "which the gate blocks" not in c.why
+
+
 def test_choose_names_the_variant_the_gate_blocks(tmp_path, capsys):
     """The gate blocks canary on math (a drop of 0.4 against a margin of 0.02): picked for code, it is named."""
     run = write_run(tmp_path / "run", {"bf16": _variant({"code": 0.98, "math": 0.9}, [500, 505, 510]),
