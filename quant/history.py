@@ -134,18 +134,22 @@ def earlier_perf(identity: dict, before: str, window: int, measured: list[str] |
 
 
 def perf_over_time(variant: str, recipe: str | None = None) -> list[dict]:
-    """A variant's headline perf in every recorded run that has it, oldest first."""
+    """A variant's headline perf in every recorded run that has it, oldest first. A run that took its perf from
+    the stage cache (an unchanged re-run) has `same_as`: the run that measured it."""
     from reports.perf_history import perf_entry
     from reports.headline import headline_figure
 
-    rows = []
+    rows, first_run = [], {}
     for run_id, results in _recorded():
         if variant not in results.variants or (recipe and results.recipe_name != recipe):
             continue
         entry = perf_entry(results, variant)
         if entry is not None:
             _, ci, repeats = headline_figure(results.variants[variant], "output_tokens_per_s")
-            rows.append(entry | {"run_id": run_id, "ci95": ci, "repeats": repeats})
+            measured = tuple(entry["measured"] or ())
+            same_as = first_run.setdefault(measured, run_id) if measured else run_id
+            rows.append(entry | {"run_id": run_id, "ci95": ci, "repeats": repeats,
+                                 "same_as": same_as if same_as != run_id else None})
     return rows
 
 

@@ -18,14 +18,16 @@ def runs_table(rows: list[dict]) -> str:
 
 def perf_table(variant: str, rows: list[dict]) -> str:
     """A variant's headline output tok/s per recorded run, oldest first (quant.history.perf_over_time)."""
-    lines = [f"{variant}: headline output tok/s per run (median [95% interval] where measured; † foreign load)",
+    lines = [f"{variant}: headline output tok/s per run (median [95% interval] where measured; † foreign load; "
+             "a re-run that took its perf from the cache names the run that measured it)",
              f"{'run id':<25} {'started':<21} {'engine':<14} {'concurrency':>11} {'out tok/s':>10}  interval"]
     for r in rows:
         ci = f"[{r['ci95'][0]:.0f}, {r['ci95'][1]:.0f}]" if r.get("ci95") else "-"
         runs = f" x{r['repeats']}" if r.get("repeats", 1) > 1 else ""
         lines.append(f"{r['run_id']:<25} {(r['started'] or '')[:19]:<21} {str(r['version'] or '-')[:14]:<14} "
                      f"{r['identity']['workload']['concurrency']:>11} {r['tok_s']:>10.0f}  {ci}{runs}"
-                     + (" †" if r["foreign"] else ""))
+                     + (" †" if r["foreign"] else "")
+                     + (f"  (measured in {r['same_as']})" if r.get("same_as") else ""))
     return "\n".join(lines)
 
 

@@ -98,6 +98,12 @@ def test_a_rerun_that_took_its_perf_from_the_cache_is_not_another_sample(tmp_pat
     # gated against the history, the re-run has one earlier measurement: too little to decide on
     assert main(["gate", "--baseline", str(last), "--candidate", f"{last}:q", "--perf-history"]) == 3
     assert "1 earlier run(s) of q" in capsys.readouterr().out
+    # `quant history --variant` lists every run, and says which ones re-used another's measurement
+    assert main(["history", "--variant", "q"]) == 0
+    rows = capsys.readouterr().out.splitlines()[2:]
+    measured_in = [row.split("(measured in ")[-1].rstrip(")") for row in rows if "(measured in " in row]
+    assert len(rows) == 4 and len(measured_in) == 2 and len(set(measured_in)) == 1
+    assert rows[1].startswith(measured_in[0]) and "(measured in" not in rows[0] + rows[1]
 
 
 def test_history_shows_a_variants_perf_over_time(seeded, capsys):
