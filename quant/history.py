@@ -147,9 +147,9 @@ def perf_over_time(variant: str, recipe: str | None = None) -> list[dict]:
         if entry is not None:
             _, ci, repeats = headline_figure(results.variants[variant], "output_tokens_per_s")
             measured = tuple(entry["measured"] or ())
-            same_as = first_run.setdefault(measured, run_id) if measured else run_id
+            first = first_run.setdefault(measured, run_id) if measured else run_id
             rows.append(entry | {"run_id": run_id, "ci95": ci, "repeats": repeats,
-                                 "same_as": same_as if same_as != run_id else None})
+                                 "same_as": None if first == run_id else first})
     return rows
 
 
