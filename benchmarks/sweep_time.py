@@ -74,8 +74,7 @@ class TreeSampler:
         self.root = root
         self.last: dict[int, float] = {}
         self.beside = {"quantizer": 0.0, "engine": 0.0, "wall": 0.0}
-        self.seen: dict[str, str] = {}
-        self.seen_threads: dict[str, int] = {}
+        self.seen: dict[str, tuple[int, str]] = {}   # kind and name -> (threads, how it was scheduled)
 
     def sample(self, dt: float) -> None:
         try:
@@ -105,13 +104,13 @@ class TreeSampler:
             # as first seen beside each other (a quantizer once its threads have started): a build the sweep
             # waits on later is raised back to the sweep's priority, which is not how it ran beside a model
             for key, (threads, state) in states.items():
-                started_threads = key.startswith("quantizer") and self.seen_threads.get(key) == 1 and threads > 1
-                if key not in self.seen or started_threads:
-                    self.seen[key], self.seen_threads[key] = state, threads
+                threads_started = key.startswith("quantizer") and self.seen.get(key, (0, ""))[0] == 1 and threads > 1
+                if key not in self.seen or threads_started:
+                    self.seen[key] = (threads, state)
 
     def summary(self) -> dict:
         return {"cpu_s_while_both_ran": {k: round(v, 1) for k, v in self.beside.items()},
-                "sweep_autogroup": autogroup(self.root), "scheduling": self.seen}
+                "sweep_autogroup": autogroup(self.root), "scheduling": {key: state for key, (_, state) in self.seen.items()}}
 
 
 def sweep(checkout: Path, recipe: Path, out: Path, cache: Path, only: list[str]) -> dict:

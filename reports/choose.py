@@ -203,12 +203,12 @@ def _best(ok: list[Choice], objective: str) -> Choice:
     """The best by the objective, where the numbers support it: candidates whose intervals overlap the leader's
     are tied, and so is every candidate when any was measured under foreign load (the machine's speed, not
     the variant's); a tie goes to accuracy, then memory. Memory has no noise: the least wins."""
-    _, larger_is_better = OBJECTIVES[objective]
-    lead = (max if larger_is_better else min)(ok, key=lambda c: c.score)
     if objective == "memory":
         lead, unblocked = _least_memory(ok)
         lead.why = f"least memory for one sequence: {lead.score / 1e6:.1f} MB{unblocked}"
         return lead
+    _, larger_is_better = OBJECTIVES[objective]
+    lead = (max if larger_is_better else min)(ok, key=lambda c: c.score)
     if len(ok) == 1:
         lead.why = f"the only candidate: {_figure(lead, objective)}"
         return lead
