@@ -418,7 +418,8 @@ def schema_problems(err: ValidationError, text: str, source: str, prefix: tuple 
     return sorted(lines, key=by_line)
 
 
-def read_yaml(text: str, source: str) -> dict:
+def read_yaml(text: str, source: str,
+              what: str = "a recipe is a YAML mapping with name, model, variants and tasks") -> dict:
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
@@ -426,7 +427,7 @@ def read_yaml(text: str, source: str) -> dict:
         where = f"{source}:{mark.line + 1}" if mark else source
         raise RecipeError(f"{where}: not valid YAML: {getattr(exc, 'problem', exc)}", source) from None
     if not isinstance(data, dict):
-        raise RecipeError(f"{source}: a recipe is a YAML mapping with name, model, variants and tasks", source)
+        raise RecipeError(f"{source}: {what}", source)
     return data
 
 

@@ -61,6 +61,29 @@ EXIT_CODES = {
 }
 
 
+class QuantParser(argparse.ArgumentParser):
+    """An argument a command does not know is refused with that command's usage, not the top level's."""
+    commands: dict[str, argparse.ArgumentParser] = {}
+
+    def parse_args(self, args=None, namespace=None):
+        parsed, unknown = self.parse_known_args(args, namespace)
+        if unknown:
+            self.commands.get(getattr(parsed, "command", None), self).error(
+                f"unrecognized arguments: {' '.join(unknown)}")
+        return parsed
+
+
+def fraction(text: str) -> float:
+    """An accuracy drop on the command line: a fraction in [0, 1], as the recipe's gates take it."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"{text} is not a fraction in [0, 1] (0.02: two points of accuracy)")
+    return value
+
+
 def _command(sub, name: str, help: str, handler: Callable) -> argparse.ArgumentParser:
     epilog = "exit codes:\n" + "\n".join(EXIT_CODES[name]).format(command=name)
     parser = sub.add_parser(name, help=help, description=help, epilog=epilog,
@@ -70,7 +93,7 @@ def _command(sub, name: str, help: str, handler: Callable) -> argparse.ArgumentP
 
 
 def build(handlers: dict[str, Callable], version: str) -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="quant", description="LLM quantization accuracy and performance regression suite")
+    p = QuantParser(prog="quant", description="LLM quantization accuracy and performance regression suite")
     p.add_argument("--version", action="version", version=version, help="the installed quant-suite's version")
     sub = p.add_subparsers(dest="command", required=True)
 
@@ -141,7 +164,7 @@ def build(handlers: dict[str, Callable], version: str) -> argparse.ArgumentParse
     c.add_argument("--objective", choices=["throughput", "latency", "memory", "cost"], default="throughput",
                    help="what the best variant within the limits maximizes or minimizes: output tokens/s, latency, "
                    "memory, or dollars per million output tokens (default throughput)")
-    c.add_argument("--max-drop", type=float, help="allowed absolute accuracy drop (default: the run's recipe "
+    c.add_argument("--max-drop", type=fraction, help="allowed absolute accuracy drop (default: the run's recipe "
                    "gates, per task, as `quant gate` reads them)")
     c.add_argument("--exclude-blocked", action="store_true", help="never pick a variant the recipe's gate blocks "
                    "(a regression on any task, or one that cannot be deployed); by default such a variant may be "
@@ -201,7 +224,8 @@ def build(handlers: dict[str, Callable], version: str) -> argparse.ArgumentParse
     o = _command(sub, "doctor", "is this machine ready to sweep (the recipe)? One line per check, each missing "
                  "thing with its fix", handlers["doctor"])
     o.add_argument("recipe", nargs="?", help="also check what this recipe needs: its model on the hub with the "
-                   "token, bubblewrap for its code tasks, disk for its checkpoints")
+                   "token, bubblewrap for its code tasks, disk for its checkpoints; and the recipe itself, as "
+                   "`quant validate` does")
     o.add_argument("--cache-dir", help="where the sweep will keep its stage cache (checkpoints; default "
                    "runs/.cache)")
 
@@ -214,4 +238,5 @@ def build(handlers: dict[str, Callable], version: str) -> argparse.ArgumentParse
     d.add_argument("--device", default="cpu", help="build-model on cpu (default; the shipped checkpoint) or cuda")
     for command in sub.choices.values():
         logs.add_arguments(command)
+    p.commands = dict(sub.choices)
     return p

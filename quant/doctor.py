@@ -2,8 +2,9 @@
 platform and Python, both environments and their versions, the engine and the GPUs it would see, torch's build
 against the engine's device, the NVIDIA driver against the CUDA builds (quant/doctor_driver.py), bubblewrap
 (where the recipe has code tasks), the hub and the token for the recipe's model, disk for the checkpoints the
-recipe writes, and the hub cache. Nothing is installed, downloaded (only the model's config.json and file list,
-with a recipe naming a hub model) or started but the engine environment's interpreter, asked what it is."""
+recipe writes, the recipe itself as `quant validate` checks it (once its model is there), and the hub cache.
+Nothing is installed, downloaded (only the model's config.json and file list, with a recipe naming a hub model)
+or started but the engine environment's interpreter, asked what it is."""
 
 from __future__ import annotations
 
@@ -51,8 +52,17 @@ def doctor(recipe_path: str | None, cache_dir: str | None) -> int:
     recipe = load_recipe(recipe_path) if recipe_path else None
     checks = run_checks(recipe, Path(recipe_path).parent if recipe_path else None,
                         Path(cache_dir or Path("runs") / ".cache"))
+    problems: list[str] = []
+    if recipe_path:
+        model_ok = all(c.ok for c in checks if c.name in ("model", "hub"))
+        recipe_ok, problems = recipe_check(recipe_path) if model_ok else (Check(
+            "recipe", False, f"{recipe_path}: checked beyond its schema once its model is there",
+            "the model's fix above"), [])
+        checks.insert(-1, recipe_ok)
     for check in checks:
         print(check.line())
+    for problem in problems:
+        print(f"  {problem}")
     missing = [c.name for c in checks if not c.ok]
     print(f"doctor: not ready: {', '.join(missing)} (fixes above)" if missing else
           f"doctor: ready ({len(checks)} checks)")
@@ -74,6 +84,20 @@ def run_checks(recipe: Recipe | None, recipe_dir: Path | None, cache_dir: Path) 
         checks.append(disk_check(recipe, cache_dir, model_bytes, in_cache))
     checks.append(hub_cache_check())
     return checks
+
+
+def recipe_check(recipe_path: str) -> tuple[Check, list[str]]:
+    """Every check `quant validate` makes (tasks, schemes, engine arguments, ...): the check and its problems."""
+    from core.recipe import RecipeError
+    from quant.validate import check_file
+
+    try:
+        check_file(recipe_path)
+    except RecipeError as err:
+        count = f"{len(err.problems)} problem{'s' * (len(err.problems) != 1)}"
+        return Check("recipe", False, f"{recipe_path}: {count} (below)",
+                     f"correct the recipe (`quant validate {recipe_path}` lists the same)"), err.problems
+    return Check("recipe", True, f"{recipe_path}: valid, as `quant validate` checks it"), []
 
 
 def _cuda_built(engine: dict | str) -> bool:

@@ -12,7 +12,7 @@ from pathlib import Path
 import yaml
 from pydantic import ValidationError
 
-from core.recipe import Gates
+from core.recipe import Gates, RecipeError, read_yaml, schema_problems
 from core.remote import RemoteError, is_url, pull_run
 from reports.gate_check import Check, GateInputError
 from reports.gate_length import length_checks
@@ -98,13 +98,31 @@ def load_policy(path: Path | None, baseline_results: dict) -> tuple[Gates, str]:
             return Gates.model_validate(gates), f"baseline recipe {where}"
         except ValidationError as exc:
             raise GateInputError(f"{where}: recipe.gates: {_first_line(exc)}") from None
+    return _policy_file(Path(path)), f"{path}"
+
+
+def _policy_file(path: Path) -> Gates:
+    """A --policy file: what a recipe's `gates:` section holds; every problem at once, each at its line."""
     try:
-        data = yaml.safe_load(Path(path).read_text()) or {}
-        if not isinstance(data, dict):
-            raise ValueError("a policy is a YAML mapping like a recipe's gates: section")
-        return Gates.model_validate(data), f"{path}"
-    except (OSError, yaml.YAMLError, ValueError) as exc:
-        raise GateInputError(f"{path}: {_first_line(exc)}") from None
+        text = path.read_text()
+    except FileNotFoundError:
+        raise GateInputError(f"{path}: no such file") from None
+    except OSError as exc:
+        raise GateInputError(f"{path}: {exc.strerror or exc}") from None
+    try:
+        data = read_yaml(text, str(path), what="a policy is a YAML mapping, what a recipe's gates: section "
+                         "holds") if text.strip() else {}
+    except RecipeError as exc:
+        raise GateInputError(str(exc)) from None
+    if set(data) == {"gates"}:
+        raise GateInputError(f"{path}:1: gates: a policy file holds what a recipe's gates: section holds, without "
+                             "the `gates:` line around it")
+    try:
+        return Gates.model_validate(data)
+    except ValidationError as err:
+        problems = schema_problems(err, text, str(path))
+        raise GateInputError(problems[0] if len(problems) == 1 else
+                             f"{path}: {len(problems)} problems\n" + "\n".join(f"  {p}" for p in problems)) from None
 
 
 def policy_where(source: str) -> str:

