@@ -63,7 +63,10 @@ EXIT_CODES = {
 
 class QuantParser(argparse.ArgumentParser):
     """An argument a command does not know is refused with that command's usage, not the top level's."""
-    commands: dict[str, argparse.ArgumentParser] = {}
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.commands: dict[str, argparse.ArgumentParser] = {}   # filled once every command is added
 
     def parse_args(self, args=None, namespace=None):
         parsed, unknown = self.parse_known_args(args, namespace)

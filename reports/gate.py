@@ -9,10 +9,9 @@ from __future__ import annotations
 import difflib
 from pathlib import Path
 
-import yaml
 from pydantic import ValidationError
 
-from core.recipe import Gates, RecipeError, read_yaml, schema_problems
+from core.recipe import Gates, RecipeError, locate, read_yaml, schema_problems
 from core.remote import RemoteError, is_url, pull_run
 from reports.gate_check import Check, GateInputError
 from reports.gate_length import length_checks
@@ -115,14 +114,12 @@ def _policy_file(path: Path) -> Gates:
     except RecipeError as exc:
         raise GateInputError(str(exc)) from None
     if set(data) == {"gates"}:
-        raise GateInputError(f"{path}:1: gates: a policy file holds what a recipe's gates: section holds, without "
-                             "the `gates:` line around it")
+        raise GateInputError(locate(text, str(path), ("gates",), "a policy file holds what a recipe's gates: "
+                                    "section holds, without the `gates:` line around it"))
     try:
         return Gates.model_validate(data)
-    except ValidationError as err:
-        problems = schema_problems(err, text, str(path))
-        raise GateInputError(problems[0] if len(problems) == 1 else
-                             f"{path}: {len(problems)} problems\n" + "\n".join(f"  {p}" for p in problems)) from None
+    except ValidationError as err:   # one line per problem, as a recipe's
+        raise GateInputError(str(RecipeError(schema_problems(err, text, str(path)), str(path)))) from None
 
 
 def policy_where(source: str) -> str:
