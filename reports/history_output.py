@@ -3,16 +3,26 @@
 from __future__ import annotations
 
 import json
+from pathlib import PurePath
+
+
+MODEL_WIDTH = 32
+
+
+def model_label(model: str) -> str:
+    """A local model by its file or folder name, a hub model by its id; `…` where the column cuts it."""
+    name = PurePath(model).name if model.startswith(("/", ".", "~")) else model
+    return name if len(name) <= MODEL_WIDTH else "…" + name[-(MODEL_WIDTH - 1):]
 
 
 def runs_table(rows: list[dict]) -> str:
-    lines = [f"{'run id':<25} {'started':<21} {'recipe':<14} {'model':<12} {'commit':<8} baseline scores"]
+    lines = [f"{'run id':<25} {'started':<21} {'recipe':<14} {'model':<{MODEL_WIDTH}} {'commit':<8} baseline scores"]
     for r in rows:
         res = r["results"]
         base = res["variants"].get(res["baseline"], {}).get("accuracy", {})
         scores = " ".join(f"{t}={a['value']:.3f}" for t, a in base.items())
-        lines.append(f"{r['run_id']:<25} {r['started'][:19]:<21} {r['recipe_name']:<14} {r['model'][-12:]:<12} "
-                     f"{(r['git_commit'] or '-')[:8]:<8} {scores}")
+        lines.append(f"{r['run_id']:<25} {r['started'][:19]:<21} {r['recipe_name']:<14} "
+                     f"{model_label(r['model']):<{MODEL_WIDTH}} {(r['git_commit'] or '-')[:8]:<8} {scores}")
     return "\n".join(lines)
 
 

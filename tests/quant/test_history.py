@@ -60,3 +60,13 @@ def test_compare_a_history_run_by_id_and_variant_with_its_paired_interval(tmp_pa
     (tmp_path / "a" / "results.json").write_text(json.dumps(run_results("2026-12-01T10:00:01", 0.9)))
     [row] = compare_sides(*history.load_side(run_id), *history.load_side(f"{run_id}:w4"))
     assert row["ci"] is None   # the directory holds a later run now: its items are not this run's
+
+
+def test_the_runs_table_names_a_local_model_by_its_folder_and_marks_a_cut():
+    from reports.history_output import MODEL_WIDTH, model_label
+
+    assert model_label("/work/quant-suite/demo/model-outliers") == "model-outliers"
+    assert model_label("./models/tinyllama.Q4_1.gguf") == "tinyllama.Q4_1.gguf"
+    assert model_label("meta-llama/Llama-3.1-8B-Instruct") == "meta-llama/Llama-3.1-8B-Instruct"
+    cut = model_label("HuggingFaceTB/SmolLM2-135M-Instruct")
+    assert cut == "…ingFaceTB/SmolLM2-135M-Instruct" and len(cut) == MODEL_WIDTH
