@@ -104,8 +104,8 @@ class TreeSampler:
             # as first seen beside each other (a quantizer once its threads have started): a build the sweep
             # waits on later is raised back to the sweep's priority, which is not how it ran beside a model
             for key, (threads, state) in states.items():
-                threads_started = key.startswith("quantizer") and self.seen.get(key, (0, ""))[0] == 1 and threads > 1
-                if key not in self.seen or threads_started:
+                first = self.seen.get(key)
+                if first is None or key.startswith("quantizer") and first[0] == 1 < threads:
                     self.seen[key] = (threads, state)
 
     def summary(self) -> dict:

@@ -55,7 +55,7 @@ def doctor(recipe_path: str | None, cache_dir: str | None) -> int:
     problems: list[str] = []
     if recipe_path:
         model_ok = all(c.ok for c in checks if c.name in ("model", "hub"))
-        recipe_ok, problems = recipe_check(recipe_path) if model_ok else (Check(
+        recipe_ok, problems = recipe_check(recipe, Path(recipe_path)) if model_ok else (Check(
             "recipe", False, f"{recipe_path}: checked beyond its schema once its model is there",
             "the model's fix above"), [])
         checks.insert(-1, recipe_ok)
@@ -86,17 +86,16 @@ def run_checks(recipe: Recipe | None, recipe_dir: Path | None, cache_dir: Path) 
     return checks
 
 
-def recipe_check(recipe_path: str) -> tuple[Check, list[str]]:
-    """Every check `quant validate` makes (tasks, schemes, engine arguments, ...): the check and its problems."""
-    from core.recipe import RecipeError
-    from quant.validate import check_file
+def recipe_check(recipe: Recipe, recipe_path: Path) -> tuple[Check, list[str]]:
+    """Every check `quant validate` makes past the schema (tasks, schemes, engine arguments, ...): the check and
+    its problems."""
+    from quant.validate import validate
 
-    try:
-        check_file(recipe_path)
-    except RecipeError as err:
-        count = f"{len(err.problems)} problem{'s' * (len(err.problems) != 1)}"
+    problems = validate(recipe, recipe_path).errors
+    if problems:
+        count = f"{len(problems)} problem{'s' * (len(problems) != 1)}"
         return Check("recipe", False, f"{recipe_path}: {count} (below)",
-                     f"correct the recipe (`quant validate {recipe_path}` lists the same)"), err.problems
+                     f"correct the recipe (`quant validate {recipe_path}` lists the same)"), problems
     return Check("recipe", True, f"{recipe_path}: valid, as `quant validate` checks it"), []
 
 

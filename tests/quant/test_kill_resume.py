@@ -18,6 +18,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from perf.engines.lifeline import SHM_DIR, shm_mapped
 from reports.render import RENDERED
 from tests.helpers import REPO, TEST_RECIPES
 
@@ -93,17 +94,9 @@ def _carrying(tag: str) -> list[psutil.Process]:
 
 
 def _shm_mapped(procs: list[psutil.Process]) -> set[str]:
-    """The /dev/shm files the processes map, from /proc/PID/maps: psutil's memory_maps() reads smaps, which takes
-    a loaded machine a second or more over a server's processes, long enough for a tiny workload to finish."""
-    paths = set()
-    for p in procs:
-        try:
-            with open(f"/proc/{p.pid}/maps") as maps:
-                paths |= {line.split(None, 5)[5].strip() for line in maps
-                          if " /dev/shm/" in line and not line.rstrip().endswith("(deleted)")}
-        except (OSError, IndexError):
-            pass
-    return paths
+    """From /proc/PID/maps (psutil's memory_maps() reads smaps: a second or more over a server's processes on a
+    loaded machine, long enough for a tiny workload to finish before the kill)."""
+    return {path for p in procs for path in shm_mapped(p.pid) if path.startswith(SHM_DIR)}
 
 
 def _kill(sweep: Sweep, tag: str, sig: int = signal.SIGKILL, timeout: float = 30) -> dict:
