@@ -94,6 +94,8 @@ def _take(ctx: SweepContext, out: Path, results: dict, variant: Variant, record:
     reporter = ctx.reporter
     record = _valid_record(variant, record)
     results["variants"][variant.name] = record
+    if gpu := _one_gpu_identity(results["variants"].values()):
+        results["engine"]["gpu"] = gpu
     if ctx.out_remote and record.get("ran_on", {}).get("executor") != "local":
         # what the variant's worker (maybe another node) published: per-item files, perf records, server log
         ctx.out_remote.download_dir(f"variants/{variant.name}", ctx.variant_dir(variant.name))
@@ -105,6 +107,13 @@ def _take(ctx: SweepContext, out: Path, results: dict, variant: Variant, record:
         raise EngineStartError(f"variant {variant.name}: {record['reason']}")
     reporter.log(f"{variant.name}: {record['status']}" + ("" if ok else f" — {escape(str(record['reason']))}"),
                  style=None if ok else "yellow")
+
+
+def _one_gpu_identity(records) -> dict | None:
+    """The GPUs every pinned variant ran on, where they all ran on the same kind and count (the run's
+    `engine.gpu`); None where none was pinned or they differ (each variant's `ran_on.gpu` says)."""
+    found = [r["ran_on"]["gpu"] for r in records if (r.get("ran_on") or {}).get("gpu")]
+    return found[0] if found and all(g == found[0] for g in found) else None
 
 
 def _valid_record(variant: Variant, record: dict) -> dict:
@@ -264,11 +273,12 @@ def run_variant(ctx: SweepContext, variant: Variant) -> dict:
         return run_llamacpp_variant(ctx, variant)
     try:
         with pinned(ctx, variant) as gpus:
+            identity = ctx.variant_gpu
             record = _run_pinned(ctx, variant)
     except NoGpuFree as exc:
         return {**new_record(variant), "status": "failed", "reason": f"no GPU free: {exc}"}
     if gpus:
-        record.setdefault("ran_on", {})["gpus"] = gpus
+        record.setdefault("ran_on", {}).update(gpus=[g.uuid for g in gpus], gpu=identity)
     return record
 
 
