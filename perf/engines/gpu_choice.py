@@ -28,12 +28,18 @@ def _arg(args: dict[str, Any], name: str) -> Any:
     return args.get(name, args.get(name.replace("_", "-")))
 
 
-def engine_gpu_count(args: dict[str, Any]) -> int:
+def engine_gpu_count(args: dict[str, Any], names: tuple[str, ...] = PARALLEL_ARGS) -> int:
+    """How many GPUs the engine runs on: the product of its parallel sizes (`names`)."""
     count = 1
-    for name in PARALLEL_ARGS:
+    for name in names:
         value = _arg(args, name)
         count *= int(value) if isinstance(value, int | str) and str(value).isdigit() and int(value) > 0 else 1
     return count
+
+
+def engine_ranks(args: dict[str, Any]) -> int:
+    """The ranks of one engine replica (tensor x pipeline parallel): they share its weights and KV cache."""
+    return engine_gpu_count(args, PARALLEL_ARGS[:2])
 
 
 def engine_utilization(args: dict[str, Any]) -> float:
