@@ -54,17 +54,22 @@ def step(out: Path, name: str, fn) -> dict:
 
 
 def machine() -> dict:
-    import subprocess
-
+    """The host as nvidia-smi lists it, and as the suite reads it (perf/engines/gpus.py): what a GPU choice and
+    the recorded identity are built from."""
     import torch
     import transformers
-    smi = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True).stdout.strip()
-    return {"gpu": smi, "torch": torch.__version__, "transformers": transformers.__version__,
+
+    from perf.engines import nvidia_smi
+    from perf.engines.gpus import driver_version, visible_gpus
+    return {"gpu": nvidia_smi.listing().strip(), "suite_sees": [g.as_fact() for g in visible_gpus()],
+            "driver": driver_version(), "nvidia_smi_problem": nvidia_smi.problem(),
+            "torch": torch.__version__, "transformers": transformers.__version__,
             "cuda": torch.cuda.is_available(), "python": sys.version.split()[0]}
 
 
 def memory(gib: float = 4.0) -> dict:
-    from perf.engines.process import _nvidia_smi, gpu_used_bytes, process_tree, spawn, stop_group, tree_gpu_bytes
+    from perf.engines.gpus import nvidia_smi
+    from perf.engines.process import gpu_used_bytes, process_tree, spawn, stop_group, tree_gpu_bytes
 
     nbytes = int(gib * (1 << 30))
     child = ("import sys, time, torch\n"
@@ -77,12 +82,14 @@ def memory(gib: float = 4.0) -> dict:
     proc = spawn([sys.executable, "-c", parent], dict(os.environ), log)
     try:
         deadline = time.monotonic() + 120
-        while "READY" not in log.read_text() and time.monotonic() < deadline:
+        while "READY" not in log.read_text() and proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.2)
+        if "READY" not in log.read_text():
+            raise RuntimeError(f"the child never held device memory: {log.read_text()[-500:]}")
         ready = log.read_text().split("READY", 1)[1].split()
         reserved, device_used_by_child_view = int(ready[0]), int(ready[1])
         tree_pids = [p.pid for p in process_tree(proc.pid)]
-        apps = _nvidia_smi("--query-compute-apps=pid,used_memory")
+        apps = nvidia_smi("--query-compute-apps=pid,used_memory")
         by_pid = tree_gpu_bytes(proc.pid)
         after = gpu_used_bytes()
         with_fallback = tree_gpu_bytes(proc.pid, before)

@@ -23,6 +23,8 @@ SCRIPT = r'''
 import json, sys, time
 facts = json.load(open(sys.argv[1]))
 args = sys.argv[2:]
+with open(sys.argv[1] + ".calls", "a") as calls:
+    calls.write(" ".join(args) + "\n")
 if facts.get("hang"):
     time.sleep(facts["hang"])
 if facts.get("broken"):
@@ -66,6 +68,12 @@ class FakeGpus:
         were found" (status 6)."""
         self.facts.write_text(json.dumps({"gpus": gpus, "apps": apps or [], "broken": broken, "hang": hang,
                                           "unknown_fields": list(unknown_fields)}))
+
+
+    def calls(self) -> list[str]:
+        """The arguments of each call nvidia-smi was asked so far."""
+        path = self.facts.with_name(self.facts.name + ".calls")
+        return path.read_text().splitlines() if path.exists() else []
 
 
 def gpu(index: int, model: tuple = H100, free_mib: int | None = None, utilization: int = 0,
