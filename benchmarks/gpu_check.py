@@ -2,6 +2,8 @@
 
     python benchmarks/gpu_check.py --out DIR [--skip-big] [--device cuda]
 
+0. host: what nvidia-smi lists and what the suite reads of it (the GPUs a variant may be given, the driver,
+   the processes on them); machine: torch, transformers and whether torch sees CUDA.
 1. memory: a server-shaped process tree (a parent whose child holds device memory, like vLLM's API
    server and engine core) measured by perf/engines/process.py: by PID from nvidia-smi, and by the growth
    of used memory (the fallback where PIDs are not visible), against what the child itself allocated.
@@ -53,17 +55,20 @@ def step(out: Path, name: str, fn) -> dict:
     return result
 
 
+def host() -> dict:
+    """The host as nvidia-smi lists it, and as the suite reads it (perf/engines/gpus.py): what a variant's GPU
+    choice and its recorded identity are built from."""
+    from perf.engines import nvidia_smi
+    from perf.engines.gpus import driver_version, gpu_processes, visible_gpus
+    return {"gpu": nvidia_smi.listing().strip(), "suite_sees": [g.as_fact() for g in visible_gpus()],
+            "driver": driver_version(), "processes": [vars(p) for p in gpu_processes() or []],
+            "nvidia_smi_problem": nvidia_smi.problem()}
+
+
 def machine() -> dict:
-    """The host as nvidia-smi lists it, and as the suite reads it (perf/engines/gpus.py): what a GPU choice and
-    the recorded identity are built from."""
     import torch
     import transformers
-
-    from perf.engines import nvidia_smi
-    from perf.engines.gpus import driver_version, visible_gpus
-    return {"gpu": nvidia_smi.listing().strip(), "suite_sees": [g.as_fact() for g in visible_gpus()],
-            "driver": driver_version(), "nvidia_smi_problem": nvidia_smi.problem(),
-            "torch": torch.__version__, "transformers": transformers.__version__,
+    return {"torch": torch.__version__, "transformers": transformers.__version__,
             "cuda": torch.cuda.is_available(), "python": sys.version.split()[0]}
 
 
@@ -200,11 +205,13 @@ def main() -> int:
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--skip-big", action="store_true")
-    ap.add_argument("--only", nargs="*", default=None, help="steps to run (machine memory quantize sensitivity big)")
+    ap.add_argument("--only", nargs="*", default=None, help="steps to run (host machine memory quantize sensitivity big)")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="gpu-check-"))
     wanted = lambda s: args.only is None or s in args.only  # noqa: E731
+    if wanted("host"):
+        step(args.out, "host", host)
     if wanted("machine"):
         step(args.out, "machine", machine)
     if wanted("memory") and args.device == "cuda":

@@ -175,9 +175,9 @@ def test_gpu_check_runs_against_a_stand_in(tmp_path, monkeypatch):
     install(tmp_path, monkeypatch, [gpu(0, A100), gpu(1, migs=["3g.40gb"])])
     out = tmp_path / "out"
     proc = subprocess.run([sys.executable, str(REPO / "benchmarks/gpu_check.py"), "--out", str(out), "--only",
-                           "machine"], capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+                           "host"], capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
     assert proc.returncode == 0, proc.stderr
-    machine = json.loads((out / "machine.json").read_text())
+    machine = json.loads((out / "host.json").read_text())
     assert "error" not in machine, machine
     assert [g["name"] for g in machine["suite_sees"]] == [A100[0], f"{H100[0]} MIG 3g.40gb"]
     assert machine["driver"] == "580.65.06" and machine["gpu"].startswith("GPU 0: NVIDIA A100")
