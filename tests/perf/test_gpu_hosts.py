@@ -15,6 +15,7 @@ import pytest
 from core.recipe import parse_recipe
 from core.store import Cache
 from perf.engines import nvidia_smi
+from perf.engines.dtypes import served_dtype
 from perf.engines.gpu_choice import NoGpuFree, choose_gpus
 from perf.engines.gpus import driver_version, gpu_processes, visible_gpus
 from perf.engines.process import gpu_used_bytes
@@ -90,6 +91,8 @@ def test_driver_470_without_compute_cap_still_lists_every_gpu(tmp_path, monkeypa
     assert [g.index for g in found] == [0, 1] and all(g.compute_cap is None for g in found)
     assert driver_version() == "470.256.02" and nvidia_smi.problem() is None
     assert "compute capability unknown" in gpu_check(CUDA, found).line() and gpu_check(CUDA, found).ok
+    facts = {"device": "cuda", "gpus": [g.as_fact() for g in found]}
+    assert served_dtype("auto", facts, None) == "bfloat16"   # unknown: as a current GPU, not float16
 
 
 def test_mig_instances_are_the_pool_one_per_process_with_their_own_memory(tmp_path, monkeypatch):
