@@ -3,7 +3,8 @@ default), its output decoded leniently (a driver may print bytes that are not UT
 does not answer remembered, so that a host whose nvidia-smi hangs costs one deadline, not one per question.
 
 Remembered per nvidia-smi program (its path and modification time): a different nvidia-smi on PATH is asked
-afresh. "No devices were found" is an answer (no GPU), not a failure."""
+afresh. "No devices were found" is an answer (no GPU), not a failure; so is a query the driver refuses (a field
+it does not know, missing permissions): the next question is asked."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import subprocess
 
 DEFAULT_TIMEOUT_S = 5.0
 NO_DEVICES = "No devices were found"
+DRIVER_FAILED = "NVIDIA-SMI has failed"   # "... because it couldn't communicate with the NVIDIA driver"
 _INVALID_FIELD = "is not a valid field to query"
 _failed: dict[tuple[str, int], str] = {}   # nvidia-smi program -> why it is not asked again
 
@@ -42,8 +44,8 @@ def problem() -> str | None:
 
 
 def run(*args: str) -> tuple[int, str, str] | None:
-    """(exit status, stdout, stderr) of `nvidia-smi ARGS`; None without nvidia-smi, or where it hung or failed
-    before (problem() says why)."""
+    """(exit status, stdout, stderr) of `nvidia-smi ARGS`; None without nvidia-smi, or where it hung or the driver
+    did not answer, now or before (problem() says why)."""
     program = _program()
     if program is None or program in _failed:
         return None
@@ -58,8 +60,9 @@ def run(*args: str) -> tuple[int, str, str] | None:
         return None
     stdout, stderr = (out.stdout.decode("utf-8", "replace"), out.stderr.decode("utf-8", "replace"))
     said = (stdout + "\n" + stderr).strip()
-    if out.returncode != 0 and NO_DEVICES not in said and _INVALID_FIELD not in said:
+    if out.returncode != 0 and (DRIVER_FAILED in said or not said):
         _failed[program] = " ".join(said.split())[:300] or f"nvidia-smi exited with status {out.returncode}"
+        return None
     return out.returncode, stdout, stderr
 
 
