@@ -205,7 +205,8 @@ def main() -> int:
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--skip-big", action="store_true")
-    ap.add_argument("--only", nargs="*", default=None, help="steps to run (host machine memory quantize sensitivity big)")
+    ap.add_argument("--only", nargs="*", default=None,
+                    help="steps to run (host machine memory quantize sensitivity big)")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="gpu-check-"))

@@ -75,7 +75,8 @@ def run_checks(recipe: Recipe | None, recipe_dir: Path | None, cache_dir: Path) 
     engine_python, engine = _engine(recipe)
     gpus = visible_gpus()
     checks = [platform_check(), main_environment(), engine_check(engine_python, engine),
-              gpu_check(engine, gpus, recipe), torch_build_check(engine, torch_build(engine_python) if engine_python else None),
+              gpu_check(engine, gpus, recipe),
+              torch_build_check(engine, torch_build(engine_python) if engine_python else None),
               Check("driver", *driver_status(engine, torch_cuda(), driver_version() if gpus or _cuda_built(engine)
                                              else None))]
     checks.append(bubblewrap_check(recipe))

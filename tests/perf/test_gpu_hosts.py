@@ -128,7 +128,8 @@ def test_on_a_mixed_host_the_identity_is_the_gpus_chosen(tmp_path, monkeypatch, 
 def test_prohibited_exclusive_busy_and_ecc_failing_gpus_are_never_picked(tmp_path, monkeypatch):
     install(tmp_path, monkeypatch, [gpu(0, compute_mode="Prohibited"), gpu(1, compute_mode="Exclusive_Process"),
                                     gpu(2, ecc_errors_uncorrected_volatile_total=2),
-                                    gpu(3, compute_mode="Exclusive_Process"), gpu(4, ecc_errors_uncorrected_volatile_total="[N/A]")],
+                                    gpu(3, compute_mode="Exclusive_Process"),
+                                    gpu(4, ecc_errors_uncorrected_volatile_total="[N/A]")],   # ECC off: unknown
             apps=[{"pid": 7, "gpu_uuid": gpu(1)["uuid"], "used_memory": 10}])
     pool, processes = visible_gpus(), gpu_processes()
     assert [g.index for g in choose_gpus(pool, 2, 0.9, processes)] == [3, 4]

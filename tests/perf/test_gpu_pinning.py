@@ -54,7 +54,8 @@ def test_tensor_parallel_takes_as_many_gpus_least_loaded_first(tmp_path, monkeyp
             apps=[{"pid": 1, "gpu_uuid": gpu(1)["uuid"], "used_memory": 2000}])
     ctx = context(tmp_path, "{tensor_parallel_size: 2, gpu_memory_utilization: 0.5}")
     with pinned(ctx, ctx.recipe.variants[0]) as chosen:
-        assert [g.uuid for g in chosen] == [gpu(2)["uuid"], gpu(0)["uuid"]]   # no foreign memory first, then the lower utilization
+        # no foreign memory first, then the lower utilization
+        assert [g.uuid for g in chosen] == [gpu(2)["uuid"], gpu(0)["uuid"]]
     assert engine_gpu_count({"tensor-parallel-size": "4", "pipeline_parallel_size": 2}) == 8
     assert engine_utilization({}) == 0.9 and engine_utilization({"gpu_memory_utilization": "x"}) == 0.9
 
