@@ -94,8 +94,7 @@ def _take(ctx: SweepContext, out: Path, results: dict, variant: Variant, record:
     reporter = ctx.reporter
     record = _valid_record(variant, record)
     results["variants"][variant.name] = record
-    if gpu := _one_gpu_identity(results["variants"].values()):
-        results["engine"]["gpu"] = gpu
+    _note_gpu_identity(results)
     if ctx.out_remote and record.get("ran_on", {}).get("executor") != "local":
         # what the variant's worker (maybe another node) published: per-item files, perf records, server log
         ctx.out_remote.download_dir(f"variants/{variant.name}", ctx.variant_dir(variant.name))
@@ -109,11 +108,14 @@ def _take(ctx: SweepContext, out: Path, results: dict, variant: Variant, record:
                  style=None if ok else "yellow")
 
 
-def _one_gpu_identity(records) -> dict | None:
-    """The GPUs every pinned variant ran on, where they all ran on the same kind and count (the run's
-    `engine.gpu`); None where none was pinned or they differ (each variant's `ran_on.gpu` says)."""
-    found = [r["ran_on"]["gpu"] for r in records if (r.get("ran_on") or {}).get("gpu")]
-    return found[0] if found and all(g == found[0] for g in found) else None
+def _note_gpu_identity(results: dict) -> None:
+    """The run's `engine.gpu`: the GPUs its pinned variants ran on where they all ran on the same kind and count;
+    none where they differ (each variant's `ran_on.gpu` says); left as it was where none was pinned."""
+    found = [r["ran_on"]["gpu"] for r in results["variants"].values() if (r.get("ran_on") or {}).get("gpu")]
+    if found and all(g == found[0] for g in found):
+        results["engine"]["gpu"] = found[0]
+    elif found:
+        results["engine"].pop("gpu", None)
 
 
 def _valid_record(variant: Variant, record: dict) -> dict:

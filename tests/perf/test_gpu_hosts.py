@@ -185,3 +185,23 @@ def test_gpu_check_runs_against_a_stand_in(tmp_path, monkeypatch):
     assert "error" not in machine, machine
     assert [g["name"] for g in machine["suite_sees"]] == [A100[0], f"{H100[0]} MIG 3g.40gb"]
     assert machine["driver"] == "580.65.06" and machine["gpu"].startswith("GPU 0: NVIDIA A100")
+
+
+def test_the_record_and_the_run_name_the_gpus_each_variant_ran_on(tmp_path, monkeypatch):
+    import quant.sweep as sweep
+    install(tmp_path, monkeypatch, [gpu(0, A100), gpu(1), gpu(2)])
+    variants = ("  - {name: bf16, baseline: true}\n"
+                "  - {name: tp2, engine_args: {tensor_parallel_size: 2}}\n")
+    ctx = context(tmp_path, variants)
+    monkeypatch.setattr(sweep, "_run_pinned", lambda ctx, variant: {"name": variant.name, "ran_on": {}})
+    records = {v.name: sweep.run_variant(ctx, v) for v in ctx.recipe.variants}
+    bf16 = records["bf16"]["ran_on"]
+    assert bf16["gpu"]["name"] == A100[0] and bf16["gpus"] == [gpu(0)["uuid"]]
+    assert records["tp2"]["ran_on"]["gpu"] == {"name": H100[0], "count": 2, "compute_cap": 9.0,
+                                               "driver": CUDA["driver"], "cuda": CUDA["cuda"]}
+    results = {"engine": {"gpu": {"name": f"{A100[0]} + {H100[0]}", "count": 1}}, "variants": records}
+    sweep._note_gpu_identity(results)
+    assert "gpu" not in results["engine"]   # two kinds in one run: each variant's ran_on.gpu says which
+    results["variants"] = {"tp2": records["tp2"]}
+    sweep._note_gpu_identity(results)
+    assert results["engine"]["gpu"] == records["tp2"]["ran_on"]["gpu"]
