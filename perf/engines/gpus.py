@@ -120,28 +120,15 @@ def visible(gpus: list[Gpu], env: dict[str, str] | None = None, migs: list[Gpu] 
     return chosen
 
 
-def all_gpus() -> tuple[list[Gpu], list[Gpu]] | None:
-    """(this host's GPUs, their MIG instances); None without nvidia-smi or where it fails."""
+def visible_gpus(env: dict[str, str] | None = None) -> list[Gpu]:
+    """This host's GPUs that the sweep's processes may use (a GPU in MIG mode as its instances); [] without
+    nvidia-smi or where it fails."""
     answer = nvidia_smi_run.query("gpu", GPU_FIELDS)
     if answer is None:
-        return None
-    gpus = parse_gpus(answer[1], answer[0])
-    migs = mig_instances(nvidia_smi_run.listing(), gpus) if any(g.mig for g in gpus) or _names_mig() else []
-    return gpus, migs
-
-
-def _names_mig(env: dict[str, str] | None = None) -> bool:
-    return "MIG-" in ((os.environ if env is None else env).get("CUDA_VISIBLE_DEVICES") or "")
-
-
-def visible_gpus(env: dict[str, str] | None = None) -> list[Gpu]:
-    """This host's GPUs that the sweep's processes may use; [] without nvidia-smi."""
-    found = all_gpus()
-    if not found:
         return []
-    gpus, migs = found
-    if not migs and _names_mig(env):
-        migs = mig_instances(nvidia_smi_run.listing(), gpus)
+    gpus = parse_gpus(answer[1], answer[0])
+    names_mig = "MIG-" in ((os.environ if env is None else env).get("CUDA_VISIBLE_DEVICES") or "")
+    migs = mig_instances(nvidia_smi_run.listing(), gpus) if names_mig or any(g.mig for g in gpus) else []
     return visible(gpus, env, migs)
 
 
