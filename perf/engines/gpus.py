@@ -56,7 +56,6 @@ def _mib(text: str) -> int | None:
 
 GPU_FIELDS = ["index", "uuid", "name", "memory.total", "memory.free", "compute_cap", "utilization.gpu",
               "compute_mode", "ecc.errors.uncorrected.volatile.total", "mig.mode.current"]
-GPU_QUERY = "--query-gpu=" + ",".join(GPU_FIELDS)
 
 
 def parse_gpus(csv_text: str, fields: list[str] | None = None) -> list[Gpu]:
