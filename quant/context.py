@@ -87,8 +87,9 @@ class SweepContext:
 
     @property
     def gpu(self) -> dict | None:
-        """What the CUDA engine's variants run on (perf/engines/gpus.py gpu_identity: name, count, compute
-        capability, driver, CUDA build); None on any other engine."""
+        """What the CUDA engine's variants run on as far as the run knows before any is pinned (perf/engines/
+        gpus.py gpu_identity of the visible GPUs: name, count, compute capability, driver, CUDA build); a pinned
+        variant's own GPUs are `variant_gpu`; None on any other engine."""
         facts = self.engine_facts or {}
         if facts.get("device") != "cuda":
             return None
