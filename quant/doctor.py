@@ -19,7 +19,9 @@ from pathlib import Path
 
 from core.recipe import Recipe
 from perf.engines.dtypes import GPU_DEVICES
-from perf.engines.gpus import Gpu, driver_version, visible_gpus
+from perf.engines.gpu_choice import NoGpuFree, choose_gpus, engine_gpu_count, engine_utilization
+from perf.engines.gpus import Gpu, driver_version, gpu_processes, visible_gpus
+from perf.engines.nvidia_smi import problem as nvidia_smi_problem
 from perf.engines.process import EngineStartError
 from perf.engines.vllm import engine_facts, resolve_engine_python
 from quant.doctor_driver import driver_status, torch_cuda
@@ -73,7 +75,8 @@ def run_checks(recipe: Recipe | None, recipe_dir: Path | None, cache_dir: Path) 
     engine_python, engine = _engine(recipe)
     gpus = visible_gpus()
     checks = [platform_check(), main_environment(), engine_check(engine_python, engine),
-              gpu_check(engine, gpus), torch_build_check(engine, torch_build(engine_python) if engine_python else None),
+              gpu_check(engine, gpus, recipe),
+              torch_build_check(engine, torch_build(engine_python) if engine_python else None),
               Check("driver", *driver_status(engine, torch_cuda(), driver_version() if gpus or _cuda_built(engine)
                                              else None))]
     checks.append(bubblewrap_check(recipe))
@@ -175,19 +178,42 @@ def engine_check(python: str | None, engine: dict | str) -> Check:
 
 
 def describe_gpu(gpu: Gpu) -> str:
-    return (f"{gpu.index} {gpu.name} {gpu.memory_free_bytes / GIB:.1f} of {gpu.memory_total_bytes / GIB:.1f} GiB "
-            f"free{'' if gpu.bf16 else ', no bfloat16: float16'}")
+    free = "?" if gpu.memory_free_bytes is None else f"{gpu.memory_free_bytes / GIB:.1f}"
+    total = "?" if gpu.memory_total_bytes is None else f"{gpu.memory_total_bytes / GIB:.1f}"
+    bf16 = (", compute capability unknown" if gpu.compute_cap is None else "" if gpu.bf16
+            else ", no bfloat16: float16")
+    return f"{gpu.index} {gpu.name} {free} of {total} GiB free{bf16}"
 
 
-def gpu_check(engine: dict | str, gpus: list[Gpu]) -> Check:
+def gpu_check(engine: dict | str, gpus: list[Gpu], recipe: Recipe | None = None) -> Check:
+    """The GPUs the engine would see; with a recipe on a GPU engine, whether each variant finds the GPUs its
+    engine runs on (tensor x pipeline x data parallel, its own engine_args over the recipe's) as the sweep
+    would choose them now."""
     device = engine.get("device") if isinstance(engine, dict) else None
     seen = "; ".join(describe_gpu(g) for g in gpus)
     if device in GPU_DEVICES and not gpus:
-        return Check("GPUs", False, f"the engine is built for {device} but nvidia-smi shows no GPU this process "
-                     "may use", "check the driver (`nvidia-smi`) and CUDA_VISIBLE_DEVICES")
+        why = nvidia_smi_problem()
+        return Check("GPUs", False, f"the engine is built for {device} but " + (
+            f"{why}" if why else "nvidia-smi shows no GPU this process may use"),
+            "check the driver (`nvidia-smi`) and CUDA_VISIBLE_DEVICES")
     if device == "cpu" and gpus:
         return Check("GPUs", False, f"{len(gpus)} visible ({seen}) but the engine is the CPU build",
                      "remove .venv-serve and run make setup (it installs vllm for CUDA where nvidia-smi works)")
+    if device == "cuda" and recipe is not None:
+        processes, needs = gpu_processes() or [], set()
+        for variant in recipe.variants:
+            if variant.endpoint is not None or variant.llamacpp is not None:
+                continue
+            args = {**recipe.engine.args, **variant.served_args}
+            needs.add(engine_gpu_count(args))
+            try:
+                choose_gpus(gpus, engine_gpu_count(args), engine_utilization(args), processes)
+            except NoGpuFree as exc:
+                return Check("GPUs", False, f"variant {variant.name}: {exc}".split(": free a GPU")[0],
+                             "free a GPU, widen CUDA_VISIBLE_DEVICES, lower gpu_memory_utilization or the "
+                             "variant's tensor/pipeline/data-parallel sizes")
+        return Check("GPUs", True, f"{len(gpus)} visible: {seen}; the variants need "
+                     f"{' or '.join(map(str, sorted(needs))) or 'no'} GPU(s) each")
     return Check("GPUs", True, f"{len(gpus)} visible: {seen}" if gpus else "none (a CPU engine)")
 
 

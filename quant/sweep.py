@@ -94,6 +94,7 @@ def _take(ctx: SweepContext, out: Path, results: dict, variant: Variant, record:
     reporter = ctx.reporter
     record = _valid_record(variant, record)
     results["variants"][variant.name] = record
+    _note_gpu_identity(results)
     if ctx.out_remote and record.get("ran_on", {}).get("executor") != "local":
         # what the variant's worker (maybe another node) published: per-item files, perf records, server log
         ctx.out_remote.download_dir(f"variants/{variant.name}", ctx.variant_dir(variant.name))
@@ -105,6 +106,16 @@ def _take(ctx: SweepContext, out: Path, results: dict, variant: Variant, record:
         raise EngineStartError(f"variant {variant.name}: {record['reason']}")
     reporter.log(f"{variant.name}: {record['status']}" + ("" if ok else f" — {escape(str(record['reason']))}"),
                  style=None if ok else "yellow")
+
+
+def _note_gpu_identity(results: dict) -> None:
+    """The run's `engine.gpu`: the GPUs its pinned variants ran on where they all ran on the same kind and count;
+    none where they differ (each variant's `ran_on.gpu` says); left as it was where none was pinned."""
+    found = [r["ran_on"]["gpu"] for r in results["variants"].values() if (r.get("ran_on") or {}).get("gpu")]
+    if found and all(g == found[0] for g in found):
+        results["engine"]["gpu"] = found[0]
+    elif found:
+        results["engine"].pop("gpu", None)
 
 
 def _valid_record(variant: Variant, record: dict) -> dict:
@@ -264,11 +275,12 @@ def run_variant(ctx: SweepContext, variant: Variant) -> dict:
         return run_llamacpp_variant(ctx, variant)
     try:
         with pinned(ctx, variant) as gpus:
+            identity = ctx.variant_gpu
             record = _run_pinned(ctx, variant)
     except NoGpuFree as exc:
         return {**new_record(variant), "status": "failed", "reason": f"no GPU free: {exc}"}
     if gpus:
-        record.setdefault("ran_on", {})["gpus"] = gpus
+        record.setdefault("ran_on", {}).update(gpus=[g.uuid for g in gpus], gpu=identity)
     return record
 
 

