@@ -127,7 +127,8 @@ class PerfStage:
         log = self.ctx.reporter.log
         for p in result["points"]:
             if p["errors"] == p["n"]:
-                log(f"  {name} {level_label(p)}: every request failed: {p.get('first_error')}", style="red")
+                log(f"  {name} {level_label(p)}: every request failed: {escape(str(p.get('first_error')))}",
+                    style="red")
                 continue
             log(f"  {name} {level_label(p)}: {p['output_tokens_per_s']:.0f} out tok/s, "
                 f"{p['requests_per_s']:.1f} req/s, TTFT p99 {p['ttft_ms']['p99']:.0f} ms, "
