@@ -15,21 +15,52 @@ from core.recipe import Engine, Variant
 from core.recipe_perf import Perf
 
 
-def check(engine: Engine, variants: list[tuple[int, Variant]]) -> tuple[Found, str | None]:
-    """(what is wrong, the engine the arguments were checked against: None where they were not)."""
+ENGINE_SETTINGS_PREFIX = "VLLM_"   # engine.env entries that only configure vLLM: passed even to a check
+TRUST_RECIPE = "--trust-recipe"
+REMOTE_CODE = ("trust_remote_code", "trust-remote-code")
+
+
+def recipe_code(engine: Engine) -> list[str]:
+    """What of the recipe's engine section would run code of the recipe's choosing when the engine is asked
+    anything: its python, and engine.env entries other than vLLM's own settings (PYTHONPATH with a
+    sitecustomize.py, LD_PRELOAD, ...). A check runs these only when the user trusts the recipe."""
+    named = [f"engine.python {engine.python!r}"] if engine.python else []
+    return named + [f"engine.env {name}" for name in engine.env if not name.startswith(ENGINE_SETTINGS_PREFIX)]
+
+
+def remote_code_problems(args: list[tuple[tuple, dict]]) -> list[tuple[tuple, str]]:
+    """trust_remote_code set in engine arguments: the model repository's own Python would run; refused unless
+    the user asked for it."""
+    return [(where + (key,), f"{key} runs the model repository's own code: refused unless you ask for it "
+                             f"(quant sweep --trust-remote-code; quant validate / doctor {TRUST_RECIPE})")
+            for where, values in args for key, value in values.items()
+            if key in REMOTE_CODE and value not in (False, None, "false", "False", 0)]
+
+
+def check(engine: Engine, variants: list[tuple[int, Variant]], run_recipe: bool = False,
+          remote_code: bool = False) -> tuple[Found, str | None]:
+    """(what is wrong, the engine the arguments were checked against: None where they were not).
+    run_recipe: whether the engine may be asked through what the recipe names (recipe_code); else that check is
+    skipped, with a warning saying so. remote_code: whether the user allows trust_remote_code."""
     from perf.engines.flags import FlagsUnknown, engine_flags_known, engine_name, flag_problems, refused_values
     from perf.engines.known_unsupported import kv_cache_dtype_refusal
     from perf.engines.process import EngineStartError
     from perf.engines.vllm import resolve_engine_python
 
     found = Found()
+    args = [(("engine", "args"), engine.args)] + [(("variants", i, "engine_args"), v.engine_args)
+                                                 for i, v in variants]
+    if not remote_code:
+        found.errors += remote_code_problems(args)
+    if not run_recipe and (named := recipe_code(engine)):
+        found.warnings.append((("engine",), f"engine arguments not checked against the engine: that would run "
+                               f"what the recipe names ({', '.join(named)}); {TRUST_RECIPE} runs it"))
+        return found, None
     try:
         python = resolve_engine_python(engine.python)
     except EngineStartError as exc:
         found.errors.append((("engine", "python"), str(exc)))
         return found, None
-    args = [(("engine", "args"), engine.args)] + [(("variants", i, "engine_args"), v.engine_args)
-                                                 for i, v in variants]
     args += [(("variants", i), {"kv_cache_dtype": v.kv_cache_dtype}) for i, v in variants if v.kv_cache_dtype]
     if not any(values for _, values in args):
         return found, None
