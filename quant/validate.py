@@ -169,6 +169,9 @@ def _check(parts: Parts, recipe_dir: Path | None, text: str, source: str, engine
     collect(evals.validate.check(parts.tasks, model_dir, served_contexts(model_dir, parts.engine, parts.variants)))
     if parts.perf is not None:
         collect(perf.validate.check_workloads(parts.perf, parts.engine, parts.variants))
+    if engine:
+        _llamacpp_files(parts, recipe_dir, add, found)
+        collect(perf.validate.check_llamacpp(parts.variants, trust.run_recipe))
     collect(quantize.validate.check(parts.variants, parts.calibration, model_dir))
     return found
 
@@ -187,6 +190,25 @@ def _cross(parts: Parts, add, found: Findings) -> None:
     for bucket, found_here in ((found.errors, problems), (found.warnings, warnings)):
         for loc, message in found_here:
             add(bucket, loc, message)
+
+
+def _llamacpp_files(parts: Parts, recipe_dir: Path | None, add, found: Findings) -> None:
+    """Each llama.cpp variant's GGUF file: there, and a GGUF file llama.cpp can load by its header."""
+    from perf.validate import gguf_problem
+    from quant.models import ModelNotFound, find_gguf
+
+    for i, variant in parts.variants:
+        if variant.llamacpp is None:
+            continue
+        where = ("variants", i, "llamacpp", "gguf")
+        try:
+            gguf = find_gguf(variant.llamacpp.gguf, recipe_dir)
+        except ModelNotFound as exc:
+            add(found.errors, where, str(exc))
+            continue
+        problem = f"{variant.llamacpp.gguf!r}: not a .gguf file" if gguf is None else gguf_problem(gguf)
+        if problem:
+            add(found.errors, where, problem)
 
 
 def _model_dir(parts: Parts, recipe_dir: Path | None, add, found: Findings) -> Path | None:
