@@ -58,6 +58,13 @@ def markdown_cell(text) -> str:
     return _TAG.sub("&lt;", one_line(text) or "").replace("|", "\\|")
 
 
+def html_text(text, quote: bool = True) -> str:
+    """Text as HTML: cleaned, then escaped (a bidi override would otherwise reorder the page's text)."""
+    import html
+
+    return html.escape(clean_text(str(text)), quote=quote)
+
+
 def markdown_code(text) -> str:
     """Text to show between backticks in markdown: a markdown cell that cannot close the code span."""
     return markdown_cell(text).replace("`", "'")

@@ -53,7 +53,8 @@ RAW = ("\x1b", "\x07", "\u202e", "\u2066")
 
 def test_a_task_name_from_elsewhere_reaches_no_sink_raw(tmp_path):
     """results.json from elsewhere: its task name is cleaned on the terminal (gate, choose, report and its
-    library warnings), in gate.md and pareto.md (one line, `|` and tags escaped, no forged heading) and JUnit."""
+    library warnings), in gate.md and pareto.md (one line, `|` and tags escaped, no forged heading), JUnit and
+    report.html."""
     run = write_run(tmp_path / "run", {"bf16": variant({FORGED: 0.9}), "w4": variant({FORGED: 0.5})},
                     gates={"max_drop": 0.05})
     gate_md, junit = tmp_path / "gate.md", tmp_path / "junit.xml"
@@ -68,6 +69,8 @@ def test_a_task_name_from_elsewhere_reaches_no_sink_raw(tmp_path):
         assert not [line for line in document.splitlines() if line.startswith("## ✅")]
     assert "&lt;img src=x onerror=alert(1)>\\|" in gate_md.read_text()
     assert not [c for c in RAW if c in junit.read_text()]
+    page = (run / "report.html").read_text()
+    assert "<img src=x" not in page and not [c for c in RAW if c in page]
 
 
 def test_names_and_reasons_from_elsewhere_print_on_one_clean_line():
