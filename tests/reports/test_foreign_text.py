@@ -96,3 +96,16 @@ def test_rich_markup_in_a_servers_error_is_shown_not_interpreted(capsys):
     err = capsys.readouterr().err
     assert "[link=https://attacker.example]click[/link] [bold red]PASS[/]" in " ".join(err.split())
     assert "\x1b]8" not in err
+
+
+def test_a_model_id_a_server_lists_is_named_on_one_clean_line_when_it_stops_serving(monkeypatch):
+    from perf.engines.endpoint import EndpointServer
+    from tests import hostile_server
+
+    monkeypatch.setattr(hostile_server, "MODEL", "other\x1b]52;c;aGk=\x07\u202e\n## forged")
+    server = hostile_server.Server()
+    try:
+        why = EndpointServer(server.url, "gone\x1b[2J").death()
+    finally:
+        server.stop()
+    assert why.endswith("it no longer lists model 'gone\\x1b[2J' (it lists other]52;c;aGk= ## forged)"), why
