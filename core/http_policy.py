@@ -3,8 +3,10 @@ metrics scrape, the hub push): which requests may carry a key, which go through 
 verifies TLS, how long a request may take in all and how much of a body is read.
 
 - A key (`api_key_env`) is sent only where the person running the suite allowed it: the variable's name starts
-  with QUANT_ENDPOINT_ or is listed in $QUANT_ENDPOINT_KEY_VARS (comma-separated), and the URL is https or a
-  loopback address. A URL carrying a user name or password is refused.
+  with QUANT_ENDPOINT_ or is listed in $QUANT_ENDPOINT_KEY_VARS (comma-separated), and the URL is a loopback
+  address or https to a host listed in $QUANT_ENDPOINT_KEY_HOSTS (comma-separated: `host` on any port,
+  `host:port` for one port, `*.example.com` for its subdomains): a recipe picks where a key goes only among
+  the hosts the user allows. A URL carrying a user name or password is refused.
 - Loopback addresses (the suite's own servers, a local endpoint) never go through a proxy; any other host goes
   through the proxy the environment names (HTTPS_PROXY / HTTP_PROXY / ALL_PROXY, NO_PROXY honoured).
 - TLS is verified against $SSL_CERT_FILE where set, else certifi's bundle.
@@ -21,6 +23,7 @@ from urllib.parse import urlsplit
 
 KEY_PREFIX = "QUANT_ENDPOINT_"
 ALLOWED_KEYS_VAR = "QUANT_ENDPOINT_KEY_VARS"
+ALLOWED_HOSTS_VAR = "QUANT_ENDPOINT_KEY_HOSTS"
 MAX_BODY_BYTES = 64 * 2**20        # a response body larger than this is an error, not read to its end
 
 
@@ -57,9 +60,31 @@ def key_problem(url: str, api_key_env: str | None) -> str | None:
     if not key_allowed(api_key_env):
         return (f"api_key_env {api_key_env}: only variables named {KEY_PREFIX}* or listed in ${ALLOWED_KEYS_VAR} "
                 "may be sent to an endpoint")
-    if urlsplit(url).scheme != "https" and not is_loopback(url):
+    if is_loopback(url):
+        return None
+    if urlsplit(url).scheme != "https":
         return f"api_key_env {api_key_env}: a key is sent only over https (or to a loopback address), not to {url}"
+    if not host_allowed(url):
+        return (f"api_key_env {api_key_env}: a key is sent only to the hosts listed in ${ALLOWED_HOSTS_VAR} "
+                f"(or to a loopback address); {urlsplit(url).netloc} is not listed there")
     return None
+
+
+def host_allowed(url: str) -> bool:
+    """Whether $QUANT_ENDPOINT_KEY_HOSTS lists url's host: `host`, `host:port`, or `*.domain` for its subdomains."""
+    parts = urlsplit(url)
+    host = (parts.hostname or "").lower()
+    try:
+        port = parts.port or 443
+    except ValueError:
+        return False
+    for entry in (e.strip().lower() for e in os.environ.get(ALLOWED_HOSTS_VAR, "").split(",")):
+        name, _, wanted = entry.rpartition(":") if entry.count(":") == 1 else (entry, "", "")
+        if not name or wanted and (not wanted.isdigit() or int(wanted) != port):
+            continue
+        if name == host or (name.startswith("*.") and host.endswith(name[1:])):
+            return True
+    return False
 
 
 def bearer(url: str, api_key_env: str | None) -> dict[str, str]:

@@ -4,7 +4,8 @@ against the engine's device, the NVIDIA driver against the CUDA builds (quant/do
 (where the recipe has code tasks), the hub and the token for the recipe's model, disk for the checkpoints the
 recipe writes, the recipe itself as `quant validate` checks it (once its model is there), and the hub cache.
 Nothing is installed, downloaded (only the model's config.json and file list, with a recipe naming a hub model)
-or started but the engine environment's interpreter, asked what it is."""
+or started but the engine environment's interpreter, asked what it is: the user's own unless `--trust-recipe`
+lets the recipe's engine.python and engine.env run."""
 
 from __future__ import annotations
 
@@ -46,18 +47,28 @@ class Check:
         return f"MISSING  {self.name}: {self.detail}; fix: {self.fix}"
 
 
-def doctor(recipe_path: str | None, cache_dir: str | None) -> int:
-    """`quant doctor`: prints each check's line and a last line; exit 0 ready, 2 not."""
+def doctor(recipe_path: str | None, cache_dir: str | None, trust_recipe: bool = False) -> int:
+    """`quant doctor`: prints each check's line and a last line; exit 0 ready, 2 not. What the recipe names for
+    its engine (its python, its environment) runs only with trust_recipe; else the engine checked is the user's
+    own (QUANT_ENGINE_PYTHON, else .venv-serve), and a line says so."""
     from core import exit_codes
     from core.recipe import load_recipe
+    from perf.validate import ENGINE_SETTINGS_PREFIX, TRUST_RECIPE, recipe_code
 
     recipe = load_recipe(recipe_path) if recipe_path else None
-    checks = run_checks(recipe, Path(recipe_path).parent if recipe_path else None,
+    named = recipe_code(recipe.engine) if recipe and not trust_recipe else []
+    if named:
+        print(f"note: not run, as the recipe names them: {', '.join(named)}; the engine checked is your own "
+              f"({TRUST_RECIPE} runs the recipe's)")
+        settings = {k: v for k, v in recipe.engine.env.items() if k.startswith(ENGINE_SETTINGS_PREFIX)}
+        own = recipe.engine.model_copy(update={"python": None, "env": settings})
+        recipe_engine = recipe.model_copy(update={"engine": own})
+    checks = run_checks(recipe_engine if named else recipe, Path(recipe_path).parent if recipe_path else None,
                         Path(cache_dir or Path("runs") / ".cache"))
     problems: list[str] = []
     if recipe_path:
         model_ok = all(c.ok for c in checks if c.name in ("model", "hub"))
-        recipe_ok, problems = recipe_check(recipe, Path(recipe_path)) if model_ok else (Check(
+        recipe_ok, problems = recipe_check(recipe, Path(recipe_path), trust_recipe) if model_ok else (Check(
             "recipe", False, f"{recipe_path}: checked beyond its schema once its model is there",
             "the model's fix above"), [])
         checks.insert(-1, recipe_ok)
@@ -89,12 +100,12 @@ def run_checks(recipe: Recipe | None, recipe_dir: Path | None, cache_dir: Path) 
     return checks
 
 
-def recipe_check(recipe: Recipe, recipe_path: Path) -> tuple[Check, list[str]]:
+def recipe_check(recipe: Recipe, recipe_path: Path, trust_recipe: bool = False) -> tuple[Check, list[str]]:
     """Every check `quant validate` makes past the schema (tasks, schemes, engine arguments, ...): the check and
     its problems."""
-    from quant.validate import validate
+    from quant.validate import Trust, validate
 
-    problems = validate(recipe, recipe_path).errors
+    problems = validate(recipe, recipe_path, trust=Trust(run_recipe=trust_recipe, remote_code=trust_recipe)).errors
     if problems:
         count = f"{len(problems)} problem{'s' * (len(problems) != 1)}"
         return Check("recipe", False, f"{recipe_path}: {count} (below)",

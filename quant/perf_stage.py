@@ -4,8 +4,10 @@ with its per-request records; and the memory columns (what fits on the deploy ta
 from __future__ import annotations
 
 import time
-from contextlib import nullcontext
+from contextlib import ExitStack, nullcontext
 from pathlib import Path
+
+from rich.markup import escape
 
 from core.hashing import digest
 from core.recipe import Variant
@@ -44,14 +46,16 @@ class PerfStage:
         self.ctx, self.variant, self.checkpoint = ctx, variant, checkpoint
         self.keys = {w.name: perf_key(ctx, w, checkpoint.key, engine_args) for w in ctx.recipe.perf.workloads}
         self.todo = [w for w in ctx.recipe.perf.workloads if not ctx.cache.has(STAGE_PERF, self.keys[w.name])]
+        self.lock_problem: str | None = None   # the perf lock could not be taken: this variant's perf fails
 
     def pending(self) -> bool:
         return bool(self.todo)
 
     def run(self, session: Session) -> None:
         """Under the perf lock of the recipe's perf isolation: variants measured side by side (the Ray
-        executor, or two sweeps on one machine) never share what they measure."""
-        from perf.isolation import exclusive_perf
+        executor, or two sweeps on one machine) never share what they measure. A lock that cannot be taken
+        fails this variant's perf (with the reason), not the sweep."""
+        from perf.isolation import PerfLockError, exclusive_perf
 
         ctx = self.ctx
         slo = ctx.recipe.perf.slo.bounds() if ctx.recipe.perf.slo else None
@@ -60,9 +64,15 @@ class PerfStage:
             ctx.reporter.log(f"  perf: waiting for the {lock} perf lock (another variant is being measured there: "
                              f"held by {holder})")
 
-        with exclusive_perf(ctx.recipe.execution.perf_isolation, on_wait=waiting) as where, \
-                (ctx.ahead.paused() if ctx.ahead else nullcontext()), \
-                (ctx.starts.quiet() if ctx.starts else nullcontext()):
+        with ExitStack() as stack:
+            try:
+                where = stack.enter_context(exclusive_perf(ctx.recipe.execution.perf_isolation, on_wait=waiting))
+            except PerfLockError as exc:
+                self.lock_problem = str(exc)
+                ctx.reporter.log(f"  perf not measured: {escape(str(exc))}", style="red")
+                return
+            stack.enter_context(ctx.ahead.paused() if ctx.ahead else nullcontext())
+            stack.enter_context(ctx.starts.quiet() if ctx.starts else nullcontext())
             for workload in self.todo:
                 with ctx.cache.building(STAGE_PERF, self.keys[workload.name]) as needed:
                     if needed:
@@ -96,6 +106,8 @@ class PerfStage:
         self._log(workload.name, result)
 
     def collect(self, record: dict) -> None:
+        if self.lock_problem:
+            record.update(status="failed", reason=f"perf: {self.lock_problem}")
         vdir = self.ctx.variant_dir(self.variant.name)
         for name, key in self.keys.items():
             if not self.ctx.cache.has(STAGE_PERF, key):   # not reached before the variant failed
@@ -115,7 +127,8 @@ class PerfStage:
         log = self.ctx.reporter.log
         for p in result["points"]:
             if p["errors"] == p["n"]:
-                log(f"  {name} {level_label(p)}: every request failed: {p.get('first_error')}", style="red")
+                log(f"  {name} {level_label(p)}: every request failed: {escape(str(p.get('first_error')))}",
+                    style="red")
                 continue
             log(f"  {name} {level_label(p)}: {p['output_tokens_per_s']:.0f} out tok/s, "
                 f"{p['requests_per_s']:.1f} req/s, TTFT p99 {p['ttft_ms']['p99']:.0f} ms, "

@@ -39,7 +39,7 @@ from quant.perf_stage import memory_columns
 from quant.progress import Reporter
 from quant.quantize_stage import checkpoint_for
 from quant.timing import timed
-from quant.validate import engine_facts_once, raise_on_errors, validate
+from quant.validate import Trust, engine_facts_once, raise_on_errors, validate
 from quantize.gguf_source import source_facts
 from reports.render import render_all
 
@@ -48,7 +48,7 @@ def run_sweep(recipe: Recipe, out: Location | str | Path, recipe_path: Path | No
               cache_dir: str | Path | None = None,
               reporter: Reporter | None = None, only: list[str] | None = None, retry_failed: bool = False,
               allow_unisolated_code: bool = False, device: str = "auto", allow_long_cpu_eval: bool = False,
-              replace_run: bool = False) -> dict:
+              replace_run: bool = False, trust_remote_code: bool = False) -> dict:
     """The pipeline: check the recipe; per variant (the baseline first: KL needs it) quantize, then evals, KL
     and perf (run_variant: one after another here, or side by side on Ray: quant/executors), saving
     results.json after each; then the reports.
@@ -56,6 +56,8 @@ def run_sweep(recipe: Recipe, out: Location | str | Path, recipe_path: Path | No
     device: where the sweep's own model work runs (`auto`: CUDA where visible; quant/inprocess_plan.py).
     allow_long_cpu_eval: score a variant the engine cannot serve in-process on the CPU even where that is
     estimated to take longer than quant/inprocess_plan.CPU_LIMIT_S (default: recorded unsupported, not scored).
+
+    trust_remote_code: let the recipe's engine arguments set trust_remote_code (else refused before work).
 
     allow_unisolated_code (or the recipe's field): run generated code without bubblewrap where it is missing;
     without it a sweep with code tasks and no working bubblewrap raises IsolationRequired before any work.
@@ -66,7 +68,7 @@ def run_sweep(recipe: Recipe, out: Location | str | Path, recipe_path: Path | No
     location = out if isinstance(out, Location) else locate(out, "runs")
     out = location.local
     with sandbox.permit_unisolated(allow_unisolated_code or recipe.allow_unisolated_code):
-        code_tasks = _check(recipe, recipe_path, reporter, only)   # everything knowable, before any work
+        code_tasks = _check(recipe, recipe_path, reporter, only, trust_remote_code)   # all knowable, before work
         endpoints = probe_endpoints(recipe, recipe_path, only)
         if location.remote:   # the URL is the truth: an earlier run there is resumed as a local one would be
             shutil.rmtree(out, ignore_errors=True)
@@ -128,17 +130,18 @@ def _valid_record(variant: Variant, record: dict) -> dict:
         return new_record(variant, "failed", f"its measurements are not valid results: {first_problem(exc)}")
 
 
-def _check(recipe: Recipe, recipe_path: Path | None, reporter: Reporter, only: list[str] | None) -> dict[str, str]:
+def _check(recipe: Recipe, recipe_path: Path | None, reporter: Reporter, only: list[str] | None,
+           trust_remote_code: bool) -> dict[str, str]:
     """Raises RecipeError with every problem at once; returns the code tasks and where their code runs."""
     unknown = [name for name in only or [] if name not in {v.name for v in recipe.variants}]
     if unknown:
         source = str(recipe_path) if recipe_path else f"recipe {recipe.name}"
         raise RecipeError(f"--only: no variant {', '.join(map(repr, unknown))} in {source}; its variants: "
                           f"{', '.join(v.name for v in recipe.variants)}", source)
-    findings = validate(recipe, recipe_path)
+    findings = validate(recipe, recipe_path, trust=Trust(run_recipe=True, remote_code=trust_remote_code))
     raise_on_errors(findings, recipe, recipe_path)
     for line in findings.warnings:
-        reporter.log(f"[yellow]warning[/yellow]: {line}")
+        reporter.log(f"[yellow]warning[/yellow]: {escape(line)}")
     for line in findings.notes:
         reporter.log(line)
     return check_code_isolation(recipe.tasks)

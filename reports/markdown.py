@@ -151,7 +151,8 @@ def table(headers, rows: list[list[str]]) -> list[str]:
 
 def summary_section(summary: Summary, baseline: str) -> list[str]:
     """The verdict: each variant's gate outcome and what decided it, then per task what to deploy."""
-    lines = ["## Verdict", "", f"`quant gate` against **{baseline}** ({summary.policy}):", ""]
+    lines = ["## Verdict", "", f"`quant gate` against **{markdown_cell(baseline)}** ({markdown_cell(summary.policy)}):",
+             ""]
     lines += table(("variant", "gate", "deciding check"),
                    [[g.variant, f"{GATE_ICON[g.outcome]} {g.outcome}".strip(), g.deciding] for g in summary.gates])
     if summary.picks:
@@ -163,12 +164,12 @@ def summary_section(summary: Summary, baseline: str) -> list[str]:
 
 
 def render_markdown(results: Results, run_dir=None) -> str:
-    lines = [f"# {results.recipe_name}: accuracy vs performance", ""]
+    lines = [f"# {markdown_cell(results.recipe_name)}: accuracy vs performance", ""]
     lines += summary_section(summarize(results, run_dir), results.baseline)
     lines += [f"Baseline: **{results.baseline}**. " + legend(results), ""] + model_notes(results)
     for task in tasks_of(results):
         rows = by_accuracy(rows_for_task(results, task, run_dir))
-        lines += [f"## {task} ({metric_of(results, task)})", ""]
+        lines += [f"## {markdown_cell(task)} ({markdown_cell(metric_of(results, task))})", ""]
         lines += table(ACCURACY_HEADERS, [accuracy_cells(r) for r in rows])
     lines += context_plot.markdown_section(results)
     rows = variant_rows(results)
@@ -180,11 +181,12 @@ def render_markdown(results: Results, run_dir=None) -> str:
     lines += checkpoints_table(results) + placement_table(results)
     if unmeasured := not_measurable_lines(results):
         lines += [f"## {NOT_MEASURABLE}", ""]
-        lines += [f"- **{n}** — {markdown_cell(what)}" for n, what in unmeasured] + [""]
+        lines += [f"- **{markdown_cell(n)}** — {markdown_cell(what)}" for n, what in unmeasured] + [""]
     failures = [(n, v) for n, v in results.variants.items() if not v.ok]
     if failures:
         lines += ["## Variants not fully measured", ""]
-        lines += [f"- **{n}** — {v.status}: {markdown_cell(v.reason)}{scored_note(v)}" for n, v in failures]
+        lines += [f"- **{markdown_cell(n)}** — {v.status}: {markdown_cell(v.reason)}{scored_note(v)}"
+                  for n, v in failures]
         lines.append("")
     return "\n".join(lines)
 

@@ -70,7 +70,7 @@ class EndpointServer:
                 listed = _models(self.base_url, self.headers)
                 if self.model in listed:
                     return None
-                problem = f"it no longer lists model {self.model!r} (it lists {', '.join(listed) or 'none'})"
+                problem = f"it no longer lists model {self.model!r} (it lists {one_line(', '.join(listed)[:300]) or 'none'})"
             except EndpointProblem as exc:
                 problem = str(exc)
             if time.monotonic() >= deadline:
