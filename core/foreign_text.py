@@ -27,3 +27,14 @@ def markdown_cell(text) -> str:
     would open an HTML tag or comment written as text; backticks, emphasis and links stay as the writer meant
     them only for the suite's own text, so callers pass foreign text through here."""
     return _TAG.sub("&lt;", one_line(text) or "").replace("|", "\\|")
+
+
+TEXT_LIMIT = 500   # characters of one foreign string kept in a record or a message
+
+
+def capped(text, limit: int = TEXT_LIMIT) -> str:
+    """Foreign text cut to `limit` characters, saying how many more there were ("… 9,999,500 more")."""
+    text = str(text)
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}… {len(text) - limit:,} more"
