@@ -161,3 +161,13 @@ def test_a_server_that_sends_nothing_fails_its_request_after_the_stall_bound(ser
     with pytest.raises(RuntimeError, match="ReadTimeout"):
         lm = ServedLM(url, MODEL, max_retries=0, timeout_s=0.5)
         lm._run_all([lm._generate("x", {"max_gen_toks": 2})])
+
+
+def test_a_failure_reason_of_megabytes_is_stored_within_a_length_cap():
+    from core.recipe import Variant
+    from quant.context import new_record
+    from quant.sweep import REASON_LIMIT, _valid_record
+
+    variant = Variant(name="deployed")
+    record = _valid_record(variant, new_record(variant, "failed", "it lists " + "model-000001, " * 700_000))
+    assert len(record["reason"]) < REASON_LIMIT + 40 and record["reason"].endswith(" more")

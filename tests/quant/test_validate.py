@@ -15,7 +15,7 @@ import pytest
 from core.recipe import RecipeError, Variant, WeightSpec, parse_recipe
 from quant.validate import check_file
 from quantize import schemes, shapes
-from tests.helpers import ENGINE_CORE_RUNS_MODEL, REPO, TEST_RECIPES, WNA16_SERVED
+from tests.helpers import ENGINE_CORE_RUNS_MODEL, REPO, TEST_RECIPES, WNA16_SERVED, quant
 
 LINE = re.compile(r"^\S+:\d+: [\w.]+: \S")   # file:line: field: message
 
@@ -346,3 +346,16 @@ def test_calibration_messages_are_checked_against_the_models_chat_template(tmp_p
     assert err.value.problems == [f"{path}:7: calibration.source: calibration.messages 'messages': the model's "
                                   f"tokenizer has no chat template; give a text column with calibration.column "
                                   f"instead (needed by w4)"]
+
+
+def test_nested_yaml_anchors_are_refused_before_anything_walks_them(tmp_path):
+    """Nine levels of anchors, each listing the one before nine times: a few hundred bytes that expand to 387
+    million strings under a task's gen_kwargs. Before: quant validate grew to the memory limit."""
+    anchors = "".join(f"  l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 9)}]\n" for i in range(1, 10))
+    recipe = tmp_path / "laughs.yaml"
+    recipe.write_text("name: laughs\nmodel: demo\nvariants: [{name: bf16, baseline: true}]\nanchors:\n"
+                      "  l0: &l0 [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n" + anchors +
+                      "tasks: [{name: demo_math, gen_kwargs: {until: *l9}}]\n")
+    code, out = quant("validate", str(recipe), timeout=120)
+    assert code == 2 and "its aliases expand to more than 100,000 values" in out, out
+    assert "Traceback" not in out and len(out.splitlines()) == 1
