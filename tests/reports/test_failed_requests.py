@@ -67,3 +67,20 @@ def test_gate_perf_checks_are_inconclusive_past_the_failed_request_limit(tmp_pat
     code, out = gate(tmp_path, runs_of([100.0]), failing(runs_of([100.0]), 1, n=200, tok_s=100.0),
                      "{max_throughput_drop: 0.1}")
     assert code == 0 and "requests failed: q 1 of 200" in out, out   # within the limit: decided, count shown
+
+
+def test_a_level_where_every_request_failed_is_listed_as_not_measurable(tmp_path):
+    from quant.perf_stage import unmeasured_levels
+    from reports.render import render_all
+
+    result = {"points": [{"concurrency": 16, "n": 8, "errors": 8, "first_error": "HTTP 307: \x1b[2J" + "x" * 9000},
+                         {"concurrency": 4, "n": 8, "errors": 2}]}
+    listed = unmeasured_levels("w", result)
+    assert list(listed) == ["w c=16"] and listed["w c=16"].startswith("every request failed (HTTP 307")
+    assert len(listed["w c=16"]) < 400   # the server's text within a cap
+    v = failing(runs_of([0.0]), 8, tok_s=None)
+    v["not_measurable"] = {"perf": listed}
+    run = write_run(tmp_path / "run", {"bf16": runs_of([100.0]), "q": v})
+    md, *_ = render_all(run, json.loads((run / "results.json").read_text()))
+    section = md.read_text().split("Not measurable on this engine")[1]
+    assert "perf of w c=16: every request failed (HTTP 307" in section   # the variant is never "ok" unsaid
