@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import re
 import ssl
 import urllib.request
 from functools import lru_cache
@@ -234,25 +235,22 @@ def parse_json(content: bytes | str):
     """JSON from outside: ValueError (never RecursionError) for nesting deeper than the interpreter takes, and
     strings holding a lone surrogate (which no UTF-8 writer takes) with it replaced by U+FFFD."""
     import json
-    import re
+    if isinstance(content, bytes):   # decoded here: json.loads would let encoded surrogates through
+        content = content.decode("utf-8", "replace")
     try:
         data = json.loads(content)
     except RecursionError:
         raise ValueError("the JSON is nested too deeply") from None
-    text = content if isinstance(content, str) else content.decode("utf-8", "replace")
-    if re.search(r"\\u[dD][89a-fA-F]", text):
+    if _SURROGATE_ESCAPE.search(content):   # the only way a lone surrogate gets into decoded text
         data = _without_lone_surrogates(data)
     return data
 
 
-_SURROGATE = None
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def _mend(text: str) -> str:
-    global _SURROGATE
-    if _SURROGATE is None:
-        import re
-        _SURROGATE = re.compile("[\ud800-\udfff]")
     return _SURROGATE.sub("\ufffd", text)
 
 

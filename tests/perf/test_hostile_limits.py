@@ -171,3 +171,10 @@ def test_a_failure_reason_of_megabytes_is_stored_within_a_length_cap():
     variant = Variant(name="deployed")
     record = _valid_record(variant, new_record(variant, "failed", "it lists " + "model-000001, " * 700_000))
     assert len(record["reason"]) < REASON_LIMIT + 40 and record["reason"].endswith(" more")
+
+
+def test_parsed_json_holds_no_lone_surrogate_escaped_or_encoded():
+    parsed = http_policy.parse_json(b'{"a": ["x\\ud800y", {"\\udc00": 1}], "b": "\\ud83d\\ude00", "c": "\xed\xa0\x80"}')
+    assert parsed == {"a": ["x\ufffdy", {"\ufffd": 1}], "b": "\U0001F600", "c": "\ufffd" * 3}
+    with pytest.raises(ValueError, match="nested too deeply"):
+        http_policy.parse_json(b"[" * 100_000 + b"]" * 100_000)
