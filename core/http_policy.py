@@ -207,13 +207,18 @@ def content_encodings(headers) -> list[str]:
 async def decoded_chunks(raw_chunks, encodings: list[str], limit: int | None = None):
     """A body's raw chunks, each Content-Encoding layer undone in turn, no layer's output ever past limit
     bytes (MAX_BODY_BYTES unless told): a few kilobytes that inflate to gigabytes cost at most the cap."""
+    import zlib
+
     limit = limit or MAX_BODY_BYTES
     decoders = [_decoder(e) for e in reversed(encodings)]   # the last layer applied is undone first
     produced = [0] * len(decoders)
 
     def undo(data: bytes) -> bytes:
         for i, decoder in enumerate(decoders):
-            data = decoder.decompress(data, limit + 1 - produced[i])
+            try:
+                data = decoder.decompress(data, limit + 1 - produced[i])
+            except zlib.error as exc:
+                raise PolicyError(f"the response is not valid {encodings[len(encodings) - 1 - i]} ({exc})") from None
             produced[i] += len(data)
             if produced[i] > limit or decoder.unconsumed_tail:
                 raise PolicyError(f"the response inflates to more than {limit} bytes")

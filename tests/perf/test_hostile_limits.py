@@ -178,3 +178,18 @@ def test_parsed_json_holds_no_lone_surrogate_escaped_or_encoded():
     assert parsed == {"a": ["x\ufffdy", {"\ufffd": 1}], "b": "\U0001F600", "c": "\ufffd" * 3}
     with pytest.raises(ValueError, match="nested too deeply"):
         http_policy.parse_json(b"[" * 100_000 + b"]" * 100_000)
+
+
+def test_a_body_that_is_not_what_its_encoding_says_is_a_policy_error():
+    import gzip
+
+    async def decode(parts, encodings, limit=None):
+        async def chunks():
+            for part in parts:
+                yield part
+        return b"".join([c async for c in http_policy.decoded_chunks(chunks(), encodings, limit)])
+
+    twice = gzip.compress(gzip.compress(b"hello " * 1000))
+    assert asyncio.run(decode([twice[:7], twice[7:]], ["gzip", "gzip"])) == b"hello " * 1000
+    with pytest.raises(http_policy.PolicyError, match="not valid gzip"):   # before: zlib.error out of the probe
+        asyncio.run(decode([b"plain text"], ["gzip"]))
