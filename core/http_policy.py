@@ -160,7 +160,8 @@ async def _request(method, url, headers, json, deadline_s, limit) -> Response:
 
     async def send() -> Response:
         async with httpx.AsyncClient(timeout=min(deadline_s, STALL_S), **httpx_options(url)) as client:
-            async with client.stream(method, url, headers={**ACCEPT_ENCODING, **(headers or {})}, json=json) as response:
+            sent = {**ACCEPT_ENCODING, **(headers or {})}
+            async with client.stream(method, url, headers=sent, json=json) as response:
                 return Response(response.status_code, response.headers, await read_body(response, limit))
     try:
         return await asyncio.wait_for(send(), deadline_s)

@@ -35,8 +35,8 @@ def test_a_level_where_every_request_failed_measures_no_throughput_not_zero():
 def test_pareto_says_not_measurable_where_all_failed_and_the_count_where_some_did(tmp_path):
     from reports.render import render_all
 
-    run = write_run(tmp_path / "run", {"bf16": failing(runs_of([300.0]), 2), "q": failing(runs_of([0.0]), 8, tok_s=None),
-                                       "w8": runs_of([250.0])})
+    run = write_run(tmp_path / "run", {"bf16": failing(runs_of([300.0]), 2),
+                                       "q": failing(runs_of([0.0]), 8, tok_s=None), "w8": runs_of([250.0])})
     md, _, page, *_ = render_all(run, json.loads((run / "results.json").read_text()))
     rows = perf_rows(md.read_text())
     assert "268 (2 of 8 requests failed)" in rows["bf16"]          # before: 268, no word of the errors
