@@ -132,7 +132,7 @@ def test_server_counters_past_any_real_value_are_not_used():
 
 @pytest.mark.timeout(60)
 def test_finding_the_probe_prompt_in_a_huge_echo_is_one_pass():
-    tokens = ["x"] * 1_000_000 + [" The", " capital", " of", " France", " is"]
+    tokens = [" x"] * 1_000_000 + [" The", " capital", " of", " France", " is"]
     assert _position_of(tokens, "The capital of France is") == len(tokens) - 1   # before: quadratic, hours
     assert _position_of(["The capital", " of France is", " Paris"], "The capital of France is") == 1
 
