@@ -104,8 +104,10 @@ def _take(ctx: SweepContext, out: Path, results: dict, variant: Variant, record:
     ok = record["status"] == "ok"
     if record.get("engine_refused_recipe"):
         raise EngineStartError(f"variant {variant.name}: {record['reason']}")
-    reporter.log(f"{variant.name}: {record['status']}" + ("" if ok else f" — {escape(str(record['reason']))}"),
-                 style=None if ok else "yellow")
+    unmeasured = (record.get("not_measurable") or {}).get("perf")
+    said = f" — perf not measurable: every request failed at {', '.join(unmeasured)}" if ok and unmeasured else ""
+    reporter.log(f"{variant.name}: {record['status']}" + ("" if ok else f" — {escape(str(record['reason']))}")
+                 + escape(said), style=None if ok and not said else "yellow")
 
 
 REASON_LIMIT = 2000
