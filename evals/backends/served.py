@@ -15,7 +15,7 @@ import httpx
 from lm_eval.api.model import LM
 
 from core import http_policy
-from core.foreign_text import clean_text
+from core.foreign_text import capped, clean_text
 
 from evals.kl import TOP_K
 from evals.tokens import encoder, prefix_token_id, rolling_ids, split_ids
@@ -234,8 +234,8 @@ class ServedLM(LM):
                 if status == 200:
                     return _choice(text, self.url)
                 if status < 500 and status != 429:  # our request is wrong (or a redirect, never followed): no retry
-                    raise RequestRejected(f"HTTP {status} from {self.url}: {clean_text(text[:300])}")
-                error = f"HTTP {status}: {clean_text(text[:200])}"
+                    raise RequestRejected(f"HTTP {status} from {self.url}: {clean_text(capped(text, 300))}")
+                error = f"HTTP {status}: {clean_text(capped(text, 200))}"
             except (httpx.TransportError, httpx.TimeoutException, asyncio.TimeoutError) as exc:
                 error = f"{type(exc).__name__}: {exc}"
             if attempt == self.max_retries:

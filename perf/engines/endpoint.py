@@ -244,7 +244,7 @@ def _complete(server: EndpointServer, body: dict) -> dict:
     except (httpx.HTTPError, http_policy.PolicyError) as exc:
         raise EndpointProblem(one_line(f"{type(exc).__name__}: {exc}")) from None
     if response.status_code != 200:
-        raise EndpointProblem(f"HTTP {response.status_code}: {one_line(response.text[:200])}")
+        raise EndpointProblem(f"HTTP {response.status_code}: {one_line(capped(response.text, 200))}")
     try:
         choice = response.json()["choices"][0]
     except (ValueError, KeyError, IndexError, TypeError):
