@@ -359,3 +359,10 @@ def test_nested_yaml_anchors_are_refused_before_anything_walks_them(tmp_path):
     code, out = quant("validate", str(recipe), timeout=120)
     assert code == 2 and "its aliases expand to more than 100,000 values" in out, out
     assert "Traceback" not in out and len(out.splitlines()) == 1
+
+
+def test_yaml_nested_100000_deep_is_one_line_not_a_recursion_error(tmp_path):
+    recipe = tmp_path / "deep.yaml"
+    recipe.write_text("name: deep\nmodel: demo\nvariants: " + "[" * 100_000 + "]" * 100_000 + "\n")
+    code, out = quant("validate", str(recipe), timeout=120)
+    assert code == 2 and "not valid YAML: nested too deeply" in out and "Traceback" not in out, out
