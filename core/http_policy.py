@@ -205,29 +205,39 @@ def content_encodings(headers) -> list[str]:
     return layers
 
 
+INFLATE_PIECE = 2**20   # a decoder hands on at most this much at a time, so a body costs the cap and a piece
+
+
 async def decoded_chunks(raw_chunks, encodings: list[str], limit: int | None = None):
-    """A body's raw chunks, each Content-Encoding layer undone in turn, no layer's output ever past limit
-    bytes (MAX_BODY_BYTES unless told): a few kilobytes that inflate to gigabytes cost at most the cap."""
+    """A body's raw chunks, each Content-Encoding layer undone in turn, in pieces of at most INFLATE_PIECE bytes,
+    no layer's output ever past limit bytes (MAX_BODY_BYTES unless told): a few kilobytes that inflate to
+    gigabytes cost at most the cap."""
     import zlib
 
     limit = limit or MAX_BODY_BYTES
-    decoders = [_decoder(e) for e in reversed(encodings)]   # the last layer applied is undone first
+    layers = list(reversed(encodings))   # the last layer applied is undone first
+    decoders = [_decoder(e) for e in layers]
     produced = [0] * len(decoders)
 
-    def undo(data: bytes) -> bytes:
-        for i, decoder in enumerate(decoders):
+    def undo(i: int, data: bytes):
+        if i == len(decoders):
+            yield data
+            return
+        while data:
             try:
-                data = decoder.decompress(data, limit + 1 - produced[i])
+                out = decoders[i].decompress(data, INFLATE_PIECE)
             except zlib.error as exc:
-                raise PolicyError(f"the response is not valid {encodings[len(encodings) - 1 - i]} ({exc})") from None
-            produced[i] += len(data)
-            if produced[i] > limit or decoder.unconsumed_tail:
+                raise PolicyError(f"the response is not valid {layers[i]} ({exc})") from None
+            data = decoders[i].unconsumed_tail
+            produced[i] += len(out)
+            if produced[i] > limit:
                 raise PolicyError(f"the response inflates to more than {limit} bytes")
-        return data
+            if out:
+                yield from undo(i + 1, out)
 
     async for chunk in raw_chunks:
-        if data := undo(chunk):
-            yield data
+        for piece in undo(0, chunk):
+            yield piece
 
 
 async def read_body(response, limit: int | None = None) -> bytes:
