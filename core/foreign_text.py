@@ -68,3 +68,14 @@ def html_text(text, quote: bool = True) -> str:
 def markdown_code(text) -> str:
     """Text to show between backticks in markdown: a markdown cell that cannot close the code span."""
     return markdown_cell(text).replace("`", "'")
+
+
+TEXT_LIMIT = 500   # characters of one foreign string kept in a record or a message
+
+
+def capped(text, limit: int = TEXT_LIMIT) -> str:
+    """Foreign text cut to `limit` characters, saying how many more there were ("… 9,999,500 more")."""
+    text = str(text)
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}… {len(text) - limit:,} more"

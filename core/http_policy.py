@@ -10,12 +10,15 @@ verifies TLS, how long a request may take in all and how much of a body is read.
 - Loopback addresses (the suite's own servers, a local endpoint) never go through a proxy; any other host goes
   through the proxy the environment names (HTTPS_PROXY / HTTP_PROXY / ALL_PROXY, NO_PROXY honoured).
 - TLS is verified against $SSL_CERT_FILE where set, else certifi's bundle.
-- Redirects are never followed; every request has an overall deadline and every body a size cap."""
+- Redirects are never followed; every request has an overall deadline, a server silent for STALL_S fails it,
+  and every body a size cap that holds while it is decompressed (gzip or deflate, at most MAX_ENCODINGS layers,
+  each layer's output capped) and while it is parsed (`parse_json`: nesting depth, lone surrogates)."""
 
 from __future__ import annotations
 
 import ipaddress
 import os
+import re
 import ssl
 import urllib.request
 from functools import lru_cache
@@ -25,6 +28,9 @@ KEY_PREFIX = "QUANT_ENDPOINT_"
 ALLOWED_KEYS_VAR = "QUANT_ENDPOINT_KEY_VARS"
 ALLOWED_HOSTS_VAR = "QUANT_ENDPOINT_KEY_HOSTS"
 MAX_BODY_BYTES = 64 * 2**20        # a response body larger than this is an error, not read to its end
+STALL_S = 300.0                    # a server that sends nothing for this long has stalled: the request fails
+MAX_ENCODINGS = 2                  # Content-Encoding layers decoded at most (gzip, deflate)
+ACCEPT_ENCODING = {"Accept-Encoding": "gzip, deflate"}
 
 
 class PolicyError(Exception):
@@ -152,8 +158,7 @@ class Response:
         return self.content.decode("utf-8", "replace")
 
     def json(self):
-        import json
-        return json.loads(self.content)
+        return parse_json(self.content)
 
 
 def request(method: str, url: str, *, headers: dict[str, str] | None = None, json=None, deadline_s: float = 30.0,
@@ -179,10 +184,10 @@ async def _request(method, url, headers, json, deadline_s, limit) -> Response:
     import httpx
 
     async def send() -> Response:
-        async with httpx.AsyncClient(timeout=deadline_s, **httpx_options(url)) as client:
-            async with client.stream(method, url, headers=headers, json=json) as response:
-                return Response(response.status_code, response.headers,
-                                await read_capped_async(response.aiter_bytes(), limit))
+        async with httpx.AsyncClient(timeout=min(deadline_s, STALL_S), **httpx_options(url)) as client:
+            sent = {**ACCEPT_ENCODING, **(headers or {})}
+            async with client.stream(method, url, headers=sent, json=json) as response:
+                return Response(response.status_code, response.headers, await read_body(response, limit))
     try:
         return await asyncio.wait_for(send(), deadline_s)
     except asyncio.TimeoutError:
@@ -198,3 +203,116 @@ async def read_capped_async(chunks, limit: int | None = None) -> bytes:
         if len(body) > limit:
             raise PolicyError(f"the response is larger than {limit} bytes")
     return bytes(body)
+
+
+def _decoder(encoding: str):
+    import zlib
+    if encoding in ("gzip", "x-gzip"):
+        return zlib.decompressobj(16 + zlib.MAX_WBITS)
+    if encoding == "deflate":
+        return zlib.decompressobj()
+    raise PolicyError(f"the response is encoded {encoding[:40]!r}: only gzip and deflate are read")
+
+
+def content_encodings(headers) -> list[str]:
+    """The Content-Encoding layers of a response, in the order they were applied ("identity" left out);
+    PolicyError past MAX_ENCODINGS."""
+    if hasattr(headers, "get_list"):      # httpx
+        values = headers.get_list("content-encoding")
+    elif hasattr(headers, "getall"):      # aiohttp
+        values = headers.getall("content-encoding", [])
+    else:
+        values = [headers.get("content-encoding", "")]
+    layers = [e.strip().lower() for value in values for e in value.split(",")]
+    layers = [e for e in layers if e and e != "identity"]
+    if len(layers) > MAX_ENCODINGS:
+        raise PolicyError(f"the response is encoded {len(layers)} times over: at most {MAX_ENCODINGS} layers are read")
+    return layers
+
+
+INFLATE_PIECE = 2**20   # a decoder hands on at most this much at a time, so a body costs the cap and a piece
+
+
+async def decoded_chunks(raw_chunks, encodings: list[str], limit: int | None = None):
+    """A body's raw chunks, each Content-Encoding layer undone in turn, in pieces of at most INFLATE_PIECE bytes,
+    no layer's output ever past limit bytes (MAX_BODY_BYTES unless told): a few kilobytes that inflate to
+    gigabytes cost at most the cap."""
+    import zlib
+
+    limit = limit or MAX_BODY_BYTES
+    layers = list(reversed(encodings))   # the last layer applied is undone first
+    decoders = [_decoder(e) for e in layers]
+    produced = [0] * len(decoders)
+
+    def undo(i: int, data: bytes):
+        if i == len(decoders):
+            yield data
+            return
+        while data:
+            try:
+                out = decoders[i].decompress(data, INFLATE_PIECE)
+            except zlib.error as exc:
+                raise PolicyError(f"the response is not valid {layers[i]} ({exc})") from None
+            data = decoders[i].unconsumed_tail
+            produced[i] += len(out)
+            if produced[i] > limit:
+                raise PolicyError(f"the response inflates to more than {limit} bytes")
+            if out:
+                yield from undo(i + 1, out)
+
+    async for chunk in raw_chunks:
+        for piece in undo(0, chunk):
+            yield piece
+
+
+async def read_body(response, limit: int | None = None) -> bytes:
+    """An httpx streamed response's body: its raw bytes decoded here, under the cap (httpx's own decoders
+    have no output limit)."""
+    return await read_capped_async(decoded_chunks(response.aiter_raw(), content_encodings(response.headers), limit),
+                                   limit)
+
+
+def parse_json(content: bytes | str):
+    """JSON from outside: ValueError (never RecursionError) for nesting deeper than the interpreter takes, and
+    strings holding a lone surrogate (which no UTF-8 writer takes) with it replaced by U+FFFD."""
+    import json
+    if isinstance(content, bytes):   # decoded here: json.loads would let encoded surrogates through
+        content = content.decode("utf-8", "replace")
+    try:
+        data = json.loads(content)
+    except RecursionError:
+        raise ValueError("the JSON is nested too deeply") from None
+    if _SURROGATE_ESCAPE.search(content):   # the only way a lone surrogate gets into decoded text
+        data = _without_lone_surrogates(data)
+    return data
+
+
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _mend(text: str) -> str:
+    return _SURROGATE.sub("\ufffd", text)
+
+
+def _without_lone_surrogates(data):
+    """data with every str (keys too) mended, walked without recursion (its depth is foreign)."""
+    def mend(value):
+        return _mend(value) if isinstance(value, str) else value
+
+    root = [mend(data)]
+    stack = [(root, 0)]
+    while stack:
+        holder, key = stack.pop()
+        value = holder[key]
+        if isinstance(value, list):
+            for i, item in enumerate(value):
+                value[i] = mend(item)
+                if isinstance(item, (list, dict)):
+                    stack.append((value, i))
+        elif isinstance(value, dict):
+            mended = {mend(k): mend(v) for k, v in value.items()}
+            value.clear()
+            value.update(mended)
+            stack.extend((value, k) for k, v in value.items() if isinstance(v, (list, dict)))
+    return root[0]

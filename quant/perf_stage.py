@@ -9,6 +9,9 @@ from pathlib import Path
 
 from rich.markup import escape
 
+
+
+from core.foreign_text import capped
 from core.hashing import digest
 from core.recipe import Variant
 from core.recipe_perf import Workload
@@ -120,6 +123,8 @@ class PerfStage:
             if result.get("kv_cache") and "engine_kv_tokens" not in record["memory"]:
                 record["memory"].update(engine_memory(result["kv_cache"], name))
             copy_file(self.ctx.cache.path(STAGE_PERF, key) / "records.jsonl", vdir / "perf" / f"{name}.jsonl")
+            if unmeasured := unmeasured_levels(name, result):   # no figure, and the variant's record says so
+                record.setdefault("not_measurable", {}).setdefault("perf", {}).update(unmeasured)
 
     def _log(self, name: str, result: dict) -> None:
         from perf.run import level_label
@@ -135,6 +140,24 @@ class PerfStage:
                 f"TPOT p99 {p['tpot_ms']['p99']:.1f} ms, errors {p['errors']}"
                 + (f", SLO met by {p['slo_attainment']:.0%} (goodput {p['goodput_rps']:.1f} req/s)"
                    if "slo_attainment" in p else ""))
+
+
+def unmeasured_levels(workload: str, result: dict) -> dict[str, str]:
+    """{"<workload> c=16": "every request failed (HTTP 503: ...)"} for each level of a workload's result where
+    no request succeeded: listed under the variant's not_measurable, its perf figures absent."""
+    return {f"{workload} {_level(p)}": f"every request failed ({capped(p.get('first_error') or '?', 300)})"
+            for p in result.get("points", []) if p.get("n") and p.get("errors") == p["n"]}
+
+
+def _level(point: dict) -> str:
+    """perf.run.level_label's words (c=8, rate=2/s, trace x1; #2 for a repeat) without importing the load
+    generator: a cached stage never does."""
+    again = f" #{point['repeat'] + 1}" if point.get("repeat") else ""
+    if point.get("concurrency") is not None:
+        return f"c={point['concurrency']}{again}"
+    if point.get("rate") is not None:
+        return f"rate={point['rate']:g}/s{again}"
+    return f"trace x{point.get('trace') or 1:g}{again}"
 
 
 def engine_memory(kv_cache: dict, workload: str) -> dict:

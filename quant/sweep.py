@@ -15,6 +15,7 @@ from pathlib import Path
 from pydantic import ValidationError
 from rich.markup import escape
 
+from core.foreign_text import capped
 from core.hashing import tree_digest
 from core.recipe import Recipe, RecipeError, Variant
 from core.remote import Location, locate
@@ -106,8 +107,13 @@ def _take(ctx: SweepContext, out: Path, results: dict, variant: Variant, record:
     ok = record["status"] == "ok"
     if record.get("engine_refused_recipe"):
         raise EngineStartError(f"variant {variant.name}: {record['reason']}")
-    reporter.log(f"{variant.name}: {record['status']}" + ("" if ok else f" — {escape(str(record['reason']))}"),
-                 style=None if ok else "yellow")
+    unmeasured = (record.get("not_measurable") or {}).get("perf")
+    said = f" — perf not measurable: every request failed at {', '.join(unmeasured)}" if ok and unmeasured else ""
+    reporter.log(f"{variant.name}: {record['status']}" + ("" if ok else f" — {escape(str(record['reason']))}")
+                 + escape(said), style=None if ok and not said else "yellow")
+
+
+REASON_LIMIT = 2000
 
 
 def _note_gpu_identity(results: dict) -> None:
@@ -121,8 +127,10 @@ def _note_gpu_identity(results: dict) -> None:
 
 
 def _valid_record(variant: Variant, record: dict) -> dict:
-    """The record as results.json's schema takes it; one it refuses (an endpoint's absurd numbers that got
-    through) fails that variant, named, instead of the sweep."""
+    """The record as results.json's schema takes it, its reason within REASON_LIMIT characters; one it refuses
+    (an endpoint's absurd numbers that got through) fails that variant, named, instead of the sweep."""
+    if isinstance(record.get("reason"), str):   # a reason may quote a server at any length
+        record["reason"] = capped(record["reason"], REASON_LIMIT)
     try:
         VariantRecord.model_validate(record)
         return record

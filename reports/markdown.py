@@ -6,6 +6,7 @@ from core.foreign_text import markdown_cell
 from core.results import Results
 from perf.engines.kernels import describe as describe_kernels
 from perf.metrics import samples_needed
+from reports.headline import failed_note, perf_not_measured
 from reports.not_measurable import TITLE as NOT_MEASURABLE, endpoint_cells, not_measurable_lines
 from reports.summary import Summary, summarize
 from reports import context_plot
@@ -55,11 +56,15 @@ FOREIGN_LOAD_FOOTNOTE = ("† measured under foreign load: other processes took 
 
 def tok_s_cell(r) -> str:
     """Output tokens/s (the median where the level was repeated) with its 95% interval, marked where a headline
-    run was measured under foreign load."""
+    run was measured under foreign load, with the requests that failed beside it; where every one failed, no
+    figure but that."""
+    if perf_not_measured(r.failed):
+        return f"not measurable: all {r.failed[1]:,} requests failed"
     ci = f" [{r.tok_s_ci[0]:.0f}, {r.tok_s_ci[1]:.0f}]" if r.tok_s_ci and r.out_tok_s is not None else ""
     runs = f" ×{r.repeats}" if r.repeats and r.repeats > 1 and r.out_tok_s is not None else ""
     return (num(r.out_tok_s, ".0f") + ci + runs
-            + (f" † ({r.foreign_cores:.2f})" if r.foreign_cores is not None else ""))
+            + (f" † ({r.foreign_cores:.2f})" if r.foreign_cores is not None else "")
+            + (failed_note(r.failed) if r.out_tok_s is not None else ""))
 
 
 def p99_unreliable(r) -> bool:

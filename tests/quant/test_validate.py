@@ -392,3 +392,23 @@ def test_trust_remote_code_is_refused_unless_asked(tmp_path):
     code, out = quant("sweep", str(path), "--out", str(tmp_path / "run"), env={**os.environ, "HF_HUB_OFFLINE": "1"})
     assert code == 2 and "trust_remote_code runs the model repository's own code" in out
     assert not (tmp_path / "run").exists()
+
+
+def test_nested_yaml_anchors_are_refused_before_anything_walks_them(tmp_path):
+    """Nine levels of anchors, each listing the one before nine times: a few hundred bytes that expand to 387
+    million strings under a task's gen_kwargs. Before: quant validate grew to the memory limit."""
+    anchors = "".join(f"  l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 9)}]\n" for i in range(1, 10))
+    recipe = tmp_path / "laughs.yaml"
+    recipe.write_text("name: laughs\nmodel: demo\nvariants: [{name: bf16, baseline: true}]\nanchors:\n"
+                      "  l0: &l0 [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n" + anchors +
+                      "tasks: [{name: demo_math, gen_kwargs: {until: *l9}}]\n")
+    code, out = quant("validate", str(recipe), timeout=120)
+    assert code == 2 and "its aliases expand to more than 100,000 values" in out, out
+    assert "Traceback" not in out and len(out.splitlines()) == 1
+
+
+def test_yaml_nested_100000_deep_is_one_line_not_a_recursion_error(tmp_path):
+    recipe = tmp_path / "deep.yaml"
+    recipe.write_text("name: deep\nmodel: demo\nvariants: " + "[" * 100_000 + "]" * 100_000 + "\n")
+    code, out = quant("validate", str(recipe), timeout=120)
+    assert code == 2 and "not valid YAML: nested too deeply" in out and "Traceback" not in out, out
