@@ -320,6 +320,9 @@ class Gates(Strict):
     # A candidate whose generated answers are, on average, shorter than this fraction of the baseline's (in
     # tokens) is a regression, as MLPerf requires 90% of the reference's output length.
     min_length_ratio: float | None = Field(default=None, gt=0, le=1, allow_inf_nan=False)
+    # A candidate whose reasoning traces are longer than this multiple of the baseline's on the same items (mean
+    # tokens, with an interval decided by `rule`) is a regression: quantization can lengthen traces severalfold.
+    max_reasoning_ratio: float | None = Field(default=None, ge=1, allow_inf_nan=False)
     perf: PerfGates = Field(default_factory=PerfGates)
 
     def max_drop_for(self, task: str) -> float:
