@@ -6,12 +6,9 @@ from __future__ import annotations
 
 import copy
 
+from evals.backends.served import NotMeasurable
 from evals.sampling import merge_records, sampled_summary
 from evals.stats import mean_ci
-
-
-class SamplingUnsupported(ValueError):
-    """The backend cannot sample with seeds or separate a trace (the in-process one decodes greedily)."""
 
 
 def _record_key(metrics: dict, ours: str) -> str | None:
@@ -22,8 +19,8 @@ def _record_key(metrics: dict, ours: str) -> str | None:
 def evaluate_sampled(lm, task, run, summarise) -> tuple[dict, list[dict], dict]:
     """-> (summary, one record per item with every sample, lm-eval's output for all repeats)."""
     if not hasattr(lm, "repeat"):
-        raise SamplingUnsupported(f"{task.key}: repeats and reasoning need the served backend (this backend "
-                                  "decodes greedily and has no trace to separate)")
+        raise NotMeasurable(f"{task.key}: repeats and reasoning need the served backend (the in-process one "
+                            "decodes greedily and has no trace to separate)")
     outs, per_repeat = [], []
     lm.reasoning = task.reasoning
     try:

@@ -118,3 +118,12 @@ def test_a_recipe_with_repeats_on_a_greedy_task_is_one_clear_error(tmp_path):
     with pytest.raises(RecipeError) as err:
         parse_recipe(recipe.read_text(), str(recipe))
     assert len(err.value.problems) == 1 and "do_sample: true" in err.value.problems[0]
+
+
+def test_a_backend_that_cannot_seed_or_split_traces_leaves_the_task_not_measurable():
+    from evals.backends.served import NotMeasurable
+    from evals.sampled_runner import evaluate_sampled
+
+    task = Task(name="demo_math", repeats=2, gen_kwargs=SAMPLED)
+    with pytest.raises(NotMeasurable, match="need the served backend"):
+        evaluate_sampled(object(), task, run=None, summarise=None)
