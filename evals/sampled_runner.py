@@ -5,6 +5,7 @@ merge into one per item (evals/sampling.py), and lm-eval's own output is rewritt
 from __future__ import annotations
 
 import copy
+import logging
 
 from evals.backends.served import NotMeasurable
 from evals.sampling import merge_records, sampled_summary
@@ -23,9 +24,13 @@ def evaluate_sampled(lm, task, run, summarise) -> tuple[dict, list[dict], dict]:
                             "decodes greedily and has no trace to separate)")
     outs, per_repeat = [], []
     lm.reasoning = task.reasoning
+    evaluator_log = logging.getLogger("lm_eval.evaluator")
+    level = evaluator_log.level
     try:
         for repeat in range(task.repeats):
             lm.repeat, lm.traces = (repeat if task.repeats > 1 else None), {}
+            if repeat == 1:   # lm-eval's warnings about the task's settings: once, not K times
+                evaluator_log.setLevel(logging.ERROR)
             out = run()
             first, records = summarise(out["samples"][task.name], out["configs"][task.name], task.name)
             for record in records:
@@ -36,6 +41,7 @@ def evaluate_sampled(lm, task, run, summarise) -> tuple[dict, list[dict], dict]:
             summary0 = first if repeat == 0 else summary0
     finally:
         lm.repeat, lm.reasoning = None, None
+        evaluator_log.setLevel(level)
     filters = list(per_repeat[0][0]["filtered_resps"]) if per_repeat[0] else []
     primary = summary0["primary"]
     primary_key = _record_key(per_repeat[0][0]["metrics"], primary) if per_repeat[0] else None

@@ -60,6 +60,13 @@ def majority_score(answers: list, scores: list[float], unanswered: list[bool]) -
     return scores[first]
 
 
+def _single(answer):
+    """A filtered answer as its one value (lm-eval keeps an unfiltered one as a list of one)."""
+    while isinstance(answer, list) and len(answer) == 1:
+        answer = answer[0]
+    return answer
+
+
 def _response(record: dict):
     resps = record.get("resps")
     return resps[0][0] if resps and isinstance(resps[0], list) and resps[0] else None
@@ -78,7 +85,7 @@ def merge_records(repeats: list[list[dict]], filters: list[str], primary_key: st
         keys = [k for k in records[0]["metrics"] if all(k in r["metrics"] for r in records)]
         base["scores"] = {k: [r["metrics"][k] for r in records] for k in keys}
         base["metrics"] = {k: sum(v) / len(v) for k, v in base["scores"].items()}
-        answers = base["filtered_resps"].get(first_filter) or [None] * len(records)
+        answers = [_single(a) for a in base["filtered_resps"].get(first_filter) or [None] * len(records)]
         base["no_answer"] = [bool(r.get("reasoning_cut")) or no_answer(a) for r, a in zip(records, answers)]
         for field in ("reasoning", "reasoning_cut"):
             if any(field in r for r in records):

@@ -84,6 +84,7 @@ def run_eval(ctx: SweepContext, lm, task: Task, key: str, model_name: str) -> No
 
     size = task_facts.size(task.name)
     total = size if task.limit is None else min(task.limit, size or task.limit)
+    total = total * task.repeats if total else total   # a sampled task sends each item K times
     with ctx.reporter.bar(f"  eval {task.key}", total=total) as advance:
         if hasattr(lm, "progress"):
             lm.progress = advance

@@ -12,7 +12,7 @@ from core.results import Accuracy
 from evals.backends import ServedLM
 from evals.reasoning import split_server, split_tags
 from evals.runner import evaluate_task
-from evals.sampling import ks_for, majority_score, pass_at_k, seed_for
+from evals.sampling import ks_for, majority_score, merge_records, pass_at_k, seed_for
 from tests.helpers import REPO
 from tests.hostile_server import Server
 
@@ -32,6 +32,14 @@ def test_majority_compares_answers_by_value_and_leaves_no_answer_out():
                           [False, False, False, True, True]) == 1
     assert majority_score(["41", "42"], [0, 1], [False, False]) == 0     # a tie: the first to the top count
     assert majority_score(["def f():\n  return 1", "x"], [1, 0], [False, False]) is None   # programs
+
+
+def test_an_empty_or_unextracted_answer_is_no_answer_also_as_lm_evals_list_of_one():
+    records = [[{"doc_id": 0, "resps": [[a]], "filtered_resps": {"strict": [a]}, "metrics": {"em,strict": s}}]
+               for a, s in (("42", 1.0), ("[invalid]", 0.0), ("", 0.0), ("42.0", 1.0))]
+    [merged] = merge_records(records, ["strict"], "em,strict")
+    assert merged["no_answer"] == [False, True, True, False] and merged["majority"] == 1.0
+    assert merged["metrics"] == {"em,strict": 0.5} and merged["resps"] == [["42", "[invalid]", "", "42.0"]]
 
 
 def test_seeds_differ_per_item_and_repeat_and_are_the_same_on_every_run():
