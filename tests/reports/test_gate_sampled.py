@@ -101,3 +101,19 @@ def test_sampled_figures_appear_in_the_reports(tmp_path):
     row = next(x for x in section.splitlines() if x.startswith("| math | q"))
     assert "| 4 |" in row and "@1 0.812, @2 0.863, @4 0.892" in row and "2.0%" in row and "| 130 |" in row
     assert "Sampled tasks" in render_html(results, None, run)
+
+
+def test_diff_ranks_items_by_the_rate_they_lost_and_shows_every_sample(tmp_path, capsys):
+    run = _run(tmp_path, (RATES[:40], TOKENS[:40]), (RATES[:40], TOKENS[:40]), {"min_n": 10})
+    lower = list(RATES[:40])
+    lower[2], lower[5] = 0.75, 0.25   # item 5 lost 3 of 4 samples, item 2 one
+    path = RunLayout(run).variant("q").items("math")
+    records = [json.loads(line) for line in path.read_text().splitlines()]
+    for record, rate in zip(records, lower):
+        record["metrics"]["exact_match"] = rate
+        record["resps"] = [[" #### 4" if i < rate * K else " #### 5" for i in range(K)]]
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    assert main(["diff", "--baseline", str(run), "--candidate", f"{run}:q", "--task", "math"]) == 0
+    out = capsys.readouterr().out
+    assert out.index("LOST item 5") < out.index("LOST item 2")
+    assert "[sample 1]  #### 4" in out and "[sample 4]  #### 5" in out
