@@ -135,3 +135,22 @@ def test_a_backend_that_cannot_seed_or_split_traces_leaves_the_task_not_measurab
     task = Task(name="demo_math", repeats=2, gen_kwargs=SAMPLED)
     with pytest.raises(NotMeasurable, match="need the served backend"):
         evaluate_sampled(object(), task, run=None, summarise=None)
+
+
+def test_reasoning_and_answer_tokens_are_counted_per_sample_and_item():
+    from transformers import AutoTokenizer
+
+    from evals.response_length import reasoning_tokens
+    from tests.helpers import DEMO_MODEL
+
+    tokenizer = AutoTokenizer.from_pretrained(DEMO_MODEL)
+    count = lambda text: len(tokenizer.encode(text, add_special_tokens=False))  # noqa: E731
+    samples = [{"resps": [[" #### 4", ""]], "reasoning": ["two and two", "so far we have"], "metrics": {}},
+               {"resps": [[" #### 5", " #### 5"]], "reasoning": ["", "five"], "metrics": {}}]
+    summary = reasoning_tokens(samples, DEMO_MODEL)
+    assert samples[0]["reasoning_tokens"] == [count("two and two"), count("so far we have")]
+    assert samples[0]["answer_tokens"] == [count(" #### 4"), 0] and samples[1]["reasoning_tokens"][0] == 0
+    first = (count("two and two") + count("so far we have")) / 2
+    assert samples[0]["metrics"]["reasoning_tokens"] == first
+    assert summary["value"] == pytest.approx((first + count("five") / 2) / 2) and summary["n"] == 2
+    assert reasoning_tokens([{"resps": [["x"]], "metrics": {}}], DEMO_MODEL) is None
