@@ -17,12 +17,9 @@ def _record_key(metrics: dict, ours: str) -> str | None:
     return ours if ours in metrics else next((k for k in metrics if k.split(",")[0] == ours), None)
 
 
-def evaluate_sampled(lm, task, run, summarise) -> tuple[dict, list[dict], dict]:
-    """-> (summary, one record per item with every sample, lm-eval's output for all repeats)."""
-    if not hasattr(lm, "repeat"):
-        raise NotMeasurable(f"{task.key}: repeats and reasoning need the served backend (the in-process one "
-                            "decodes greedily and has no trace to separate)")
-    outs, per_repeat = [], []
+def _run_repeats(lm, task, run, summarise) -> tuple[list[dict], list[dict], list[list[dict]]]:
+    """Each repeat's (simple_evaluate output, summary, per-item records with the answers' traces)."""
+    outs, summaries, per_repeat = [], [], []
     lm.reasoning = task.reasoning
     evaluator_log = logging.getLogger("lm_eval.evaluator")
     level = evaluator_log.level
@@ -32,28 +29,38 @@ def evaluate_sampled(lm, task, run, summarise) -> tuple[dict, list[dict], dict]:
             if repeat == 1:   # lm-eval's warnings about the task's settings: once, not K times
                 evaluator_log.setLevel(logging.ERROR)
             out = run()
-            first, records = summarise(out["samples"][task.name], out["configs"][task.name], task.name)
+            summary, records = summarise(out["samples"][task.name], out["configs"][task.name], task.name)
             for record in records:
                 if (trace := lm.traces.get(record["doc_id"])) is not None:
                     record["reasoning"], record["reasoning_cut"] = trace.reasoning, trace.cut
             outs.append(out)
+            summaries.append(summary)
             per_repeat.append(records)
-            summary0 = first if repeat == 0 else summary0
     finally:
         lm.repeat, lm.reasoning = None, None
         evaluator_log.setLevel(level)
-    filters = list(per_repeat[0][0]["filtered_resps"]) if per_repeat[0] else []
-    primary = summary0["primary"]
-    primary_key = _record_key(per_repeat[0][0]["metrics"], primary) if per_repeat[0] else None
-    merged = merge_records(per_repeat, filters, primary_key)
+    if any([r["doc_id"] for r in records] != [r["doc_id"] for r in per_repeat[0]] for records in per_repeat):
+        raise RuntimeError(f"{task.key}: the repeats scored different items")
+    return outs, summaries, per_repeat
+
+
+def evaluate_sampled(lm, task, run, summarise) -> tuple[dict, list[dict], dict]:
+    """-> (summary, one record per item with every sample, lm-eval's output for all repeats)."""
+    if not hasattr(lm, "repeat"):
+        raise NotMeasurable(f"{task.key}: repeats and reasoning need the served backend (the in-process one "
+                            "decodes greedily and has no trace to separate)")
+    outs, summaries, per_repeat = _run_repeats(lm, task, run, summarise)
+    first = per_repeat[0][0] if per_repeat[0] else {"filtered_resps": {}, "metrics": {}}
+    primary = summaries[0]["primary"]
+    primary_key = _record_key(first["metrics"], primary)
+    merged = merge_records(per_repeat, list(first["filtered_resps"]), primary_key)
     groups = [r["group"] for r in merged] if merged and all("group" in r for r in merged) else None
     summary = {}
-    for ours, entry in summary0.items():
-        if ours == "primary":
-            continue
-        key = _record_key(merged[0]["metrics"], ours)
-        direction = {k: entry[k] for k in ("higher_is_better", "aggregation") if k in entry}
-        summary[ours] = mean_ci([r["metrics"][key] for r in merged], groups) | direction
+    for ours, entry in summaries[0].items():
+        if ours != "primary":
+            key = _record_key(merged[0]["metrics"], ours)
+            direction = {k: entry[k] for k in ("higher_is_better", "aggregation") if k in entry}
+            summary[ours] = mean_ci([r["metrics"][key] for r in merged], groups) | direction
     summary["primary"] = primary
     if primary_key is not None:
         summary["sampling"] = sampled_summary(merged, primary_key, task.repeats, groups)
