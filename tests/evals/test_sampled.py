@@ -154,3 +154,13 @@ def test_reasoning_and_answer_tokens_are_counted_per_sample_and_item():
     assert samples[0]["metrics"]["reasoning_tokens"] == first
     assert summary["value"] == pytest.approx((first + count("five") / 2) / 2) and summary["n"] == 2
     assert reasoning_tokens([{"resps": [["x"]], "metrics": {}}], DEMO_MODEL) is None
+
+
+def test_a_sampled_tasks_prompts_are_fitted_as_one_answers():
+    from evals.prompt_fit import longest_request
+    from tests.helpers import DEMO_MODEL
+
+    sampled = Task(name="demo_math", limit=5, repeats=4, gen_kwargs={**SAMPLED, "max_gen_toks": 64},
+                   reasoning={"tags": ["<think>", "</think>"]})
+    greedy = Task(name="demo_math", limit=5, gen_kwargs={"max_gen_toks": 64})
+    assert longest_request(sampled, DEMO_MODEL) == longest_request(greedy, DEMO_MODEL) is not None
