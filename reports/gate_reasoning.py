@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from core.recipe import Gates
-from evals.stats import _percentiles, bootstrap_group_means
+from evals.stats import bootstrap_group_means
 from reports.gate_check import Check, GateInputError
 from reports.gate_rules import decide
 from reports.samples import paired_ids
@@ -23,7 +23,8 @@ def ratio_interval(base: list[float], cand: list[float], confidence: float) -> t
         return (float("inf"), float("inf"), float("inf")) if c.sum() else (1.0, 1.0, 1.0)
     ratios = bootstrap_group_means(c, b)
     ratios = ratios[np.isfinite(ratios)]
-    low, high = _percentiles(ratios, confidence)
+    alpha = 1 - confidence
+    low, high = (float(np.quantile(ratios, q)) for q in (alpha / 2, 1 - alpha / 2))
     ratio = float(c.sum() / b.sum())
     return ratio, min(low, ratio), max(high, ratio)
 
