@@ -218,6 +218,21 @@ class Engine(Strict):
     engine_core_nice: int | None = Field(default=10, ge=0, le=19)
 
 
+class Reasoning(Strict):
+    """How the model marks its reasoning trace: the server's reasoning parser (a `reasoning` field beside the
+    text) or a pair of tags around the trace in the text. The answer is scored without the trace; a trace the
+    generation budget cut before it closed is no answer."""
+    source: Literal["server", "tags"] = "tags"
+    tags: tuple[str, str] = ("<think>", "</think>")
+
+    @field_validator("tags")
+    @classmethod
+    def _tags_given(cls, v: tuple[str, str]) -> tuple[str, str]:
+        if not v[0] or not v[1]:
+            raise ValueError("both tags must be non-empty, e.g. [\"<think>\", \"</think>\"]")
+        return v
+
+
 class Task(Strict):
     """A task by name: one of ours (evals/tasks) or any lm-eval task, with lm-eval's options."""
     name: str
@@ -230,6 +245,29 @@ class Task(Strict):
     fewshot_as_multiturn: bool | None = None   # lm-eval's default: few-shot examples as chat turns
     system_instruction: str | None = None
     gen_kwargs: dict[str, Any] | None = None   # override the task's generation settings, e.g. {max_gen_toks: 256}
+    # Samples per item (lm-eval's name): each scored, the item's score their mean (its success rate). K > 1
+    # needs sampling in gen_kwargs (do_sample: true or a temperature > 0): K greedy answers are one answer.
+    repeats: int = Field(default=1, ge=1, le=128)
+    reasoning: Reasoning | None = None
+
+    @model_validator(mode="after")
+    def _repeats_sample(self) -> "Task":
+        kwargs = self.gen_kwargs or {}
+        temperature = kwargs.get("temperature", 0)
+        if not isinstance(temperature, int | float) or isinstance(temperature, bool) or temperature < 0:
+            raise ValueError(f"gen_kwargs.temperature is {temperature!r}: give a number >= 0")
+        top_p = kwargs.get("top_p", 1)
+        if not isinstance(top_p, int | float) or isinstance(top_p, bool) or not 0 < top_p <= 1:
+            raise ValueError(f"gen_kwargs.top_p is {top_p!r}: give a number in (0, 1]")
+        if self.repeats > 1 and not (kwargs.get("do_sample") is True and temperature > 0):
+            raise ValueError(f"repeats: {self.repeats} samples the same greedy answer {self.repeats} times: set "
+                             "gen_kwargs {do_sample: true, temperature: 0.8} (or another temperature > 0)")
+        return self
+
+    @property
+    def sampled(self) -> bool:
+        """Scored from several samples per item, or from answers with their reasoning removed."""
+        return self.repeats > 1 or self.reasoning is not None
 
     @property
     def key(self) -> str:
@@ -245,7 +283,12 @@ class Task(Strict):
 
     def lm_eval_options(self) -> dict[str, Any]:
         """What changes the prompts or the data: part of every eval's cache key."""
-        return self.model_dump(exclude={"name", "label", "limit"}, exclude_defaults=True)
+        return self.model_dump(exclude={"name", "label", "limit", "repeats", "reasoning"}, exclude_defaults=True)
+
+    def sampling_key(self) -> dict[str, Any]:
+        """What else changes the scores (samples per item, reasoning): empty for a greedy task without a trace,
+        whose cache key is then what it always was."""
+        return self.model_dump(include={"repeats", "reasoning"}, exclude_defaults=True)
 
 
 Fraction = Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)]
@@ -280,6 +323,9 @@ class Gates(Strict):
     # A candidate whose generated answers are, on average, shorter than this fraction of the baseline's (in
     # tokens) is a regression, as MLPerf requires 90% of the reference's output length.
     min_length_ratio: float | None = Field(default=None, gt=0, le=1, allow_inf_nan=False)
+    # A candidate whose reasoning traces are longer than this multiple of the baseline's on the same items (mean
+    # tokens, with an interval decided by `rule`) is a regression: quantization can lengthen traces severalfold.
+    max_reasoning_ratio: float | None = Field(default=None, ge=1, allow_inf_nan=False)
     perf: PerfGates = Field(default_factory=PerfGates)
 
     def max_drop_for(self, task: str) -> float:

@@ -7,6 +7,7 @@ from core.results import Results
 from perf.engines.kernels import describe as describe_kernels
 from perf.metrics import samples_needed
 from reports.headline import failed_note, perf_not_measured
+from reports.sampled_table import SAMPLED_HEADERS, SAMPLED_NOTE, SAMPLED_TITLE, sampled_rows
 from reports.not_measurable import TITLE as NOT_MEASURABLE, endpoint_cells, not_measurable_lines
 from reports.summary import Summary, summarize
 from reports import context_plot
@@ -176,6 +177,8 @@ def render_markdown(results: Results, run_dir=None) -> str:
         rows = by_accuracy(rows_for_task(results, task, run_dir))
         lines += [f"## {markdown_cell(task)} ({markdown_cell(metric_of(results, task))})", ""]
         lines += table(ACCURACY_HEADERS, [accuracy_cells(r) for r in rows])
+    if sampled := sampled_rows(results):
+        lines += [f"## {SAMPLED_TITLE}", "", SAMPLED_NOTE, ""] + table(SAMPLED_HEADERS, sampled)
     lines += context_plot.markdown_section(results)
     rows = variant_rows(results)
     lines += ["## Performance and memory", ""] + table(PERF_HEADERS, [perf_cells(r) for r in rows])

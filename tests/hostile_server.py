@@ -1,5 +1,6 @@
 """A small OpenAI-compatible server on 127.0.0.1 for the hardening tests, serving `model` as it is told to: well,
-or with a fault injected on purpose (`mode`), and recording every request it gets (path, headers). Also a
+or with a fault injected on purpose (`mode`), or as a reasoning model (`reasoning-tags`: its trace between
+think tags in the text; `reasoning-field`: in a separate `reasoning` field), and recording every request it gets (path, headers). Also a
 proxy sink (it answers as the server would, to requests in a proxy's absolute form) and a private CA whose
 certificate lets the same server speak HTTPS."""
 
@@ -71,6 +72,9 @@ class Handler(BaseHTTPRequestHandler):
         mode = self.server.mode
         if mode == "redirect":
             return self._send(307, b"", extra={"Location": self.server.redirect_to + urlsplit(self.path).path})
+        if mode.startswith("reasoning-"):
+            self.server.bodies.append(body)
+            return self._json({"choices": [self._reasoned(body, mode == "reasoning-field")]})
         if mode == "wrong-shape":
             return self._json({"choices": ["not a choice"]})
         if mode == "gzip-bomb":
@@ -105,6 +109,22 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.flush()
         time.sleep(30)
 
+
+    def _reasoned(self, body: dict, field: bool) -> dict:
+        """A reasoning model's answer to a demo_math item the server was given (`answers`: question -> N), its
+        trace holding the right answer: every fourth item's trace never closes (the budget ran out), and the
+        others answer right where the request's seed is even (a sampled answer), wrong where it is odd."""
+        questions = list(self.server.answers)
+        i = next(n for n, q in enumerate(questions) if q in body["prompt"])
+        right = self.server.answers[questions[i]]
+        trace = f"Let me think.\n\nStep by step: #### {right}" + " more" * i
+        if i % 4 == 3:
+            return ({"text": "", "reasoning": trace, "finish_reason": "length"} if field else
+                    {"text": f"<think>{trace}", "finish_reason": "length"})
+        answer = f" #### {right if body.get('seed', 0) % 2 == 0 else int(right) + 1}"
+        return ({"text": answer, "reasoning": trace, "finish_reason": "stop"} if field else
+                {"text": f"<think>{trace}</think>{answer}", "finish_reason": "stop"})
+
     def _trickle(self) -> None:
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
@@ -127,6 +147,7 @@ class Server:
         self.httpd.daemon_threads = True
         self.httpd.handle_error = lambda request, address: None   # a client that hung up (deadline, TLS refusal)
         self.httpd.mode, self.httpd.seen, self.httpd.redirect_to = mode, [], ""
+        self.httpd.answers, self.httpd.bodies = {}, []   # the reasoning modes: question -> answer; requests
         if tls is not None:
             self.httpd.socket = tls.wrap_socket(self.httpd.socket, server_side=True)
         scheme = "https" if tls else "http"

@@ -1,7 +1,8 @@
 """An lm-eval LM on an OpenAI-compatible /v1/completions: every request in flight at once (bounded), retries
-with backoff, greedy. Generation sends text; scoring (loglikelihood, rolling loglikelihood, next-token top-k)
-sends token ids with `echo` and `max_tokens: 0`, so the engine returns the prompt's own logprobs. The ids are
-those lm-eval's `hf` backend scores for the same text (evals/tokens.py): the same items, the same numbers."""
+with backoff, greedy unless a task samples (then seeded per item and sample). Generation sends text; scoring
+(loglikelihood, rolling loglikelihood, next-token top-k) sends token ids with `echo` and `max_tokens: 0`, so the
+engine returns the prompt's own logprobs. The ids are those lm-eval's `hf` backend scores for the same text
+(evals/tokens.py): the same items, the same numbers."""
 
 from __future__ import annotations
 
@@ -18,6 +19,8 @@ from core import http_policy
 from core.foreign_text import capped, clean_text
 
 from evals.kl import TOP_K
+from evals.reasoning import Split, server_reasoning, split_server, split_tags
+from evals.sampling import seed_for
 from evals.tokens import encoder, prefix_token_id, rolling_ids, split_ids
 
 log = logging.getLogger(__name__)
@@ -63,11 +66,15 @@ class ServedLM(LM):
         self.deadline_s = max(deadline_s, timeout_s)   # one request in all; timeout_s: one read
         self.progress = progress  # callable(n_done) or None
         self.cut_generations = 0   # prompts so long the context could not hold max_gen_toks more tokens
+        # A sampled task's repeat (evals/sampling.py): each request's seed then comes from its item and repeat
+        self.repeat: int | None = None
+        self.reasoning = None   # a task's core.recipe.Reasoning: how its answers mark their trace
+        self.traces: dict[int, Split] = {}   # doc_id -> the last answer's trace, where `reasoning` is set
 
     # -- what lm-eval asks of a model ---------------------------------------------------------------
 
     def generate_until(self, requests, disable_tqdm: bool = False) -> list[str]:
-        return self._run_all([self._generate(context, kwargs) for context, kwargs in (r.args for r in requests)])
+        return self._run_all([self._generate(*r.args, getattr(r, "doc_id", i)) for i, r in enumerate(requests)])
 
     def loglikelihood(self, requests, disable_tqdm: bool = False) -> list[tuple[float, bool]]:
         """Sum of the continuation's logprobs and whether greedy decoding would produce it."""
@@ -165,7 +172,7 @@ class ServedLM(LM):
             for c in coroutines:   # those a Ctrl-C cancelled before they started: no "never awaited" warning
                 c.close()
 
-    async def _generate(self, context: str, gen_kwargs: dict) -> str:
+    async def _generate(self, context: str, gen_kwargs: dict, doc_id: int = 0) -> str:
         until = gen_kwargs.get("until") or []
         until = [until] if isinstance(until, str) else list(until)
         max_tokens = generation_budget(gen_kwargs)
@@ -178,8 +185,18 @@ class ServedLM(LM):
                 raise NotMeasurable(f"a prompt of {prompt_tokens} tokens leaves no room for an answer within "
                                     f"max_model_len {self.max_model_len}")
         body = {"prompt": context, "max_tokens": max_tokens, "temperature": float(gen_kwargs.get("temperature", 0.0)),
-                "stop": until[:MAX_SERVER_STOPS], "seed": 1234}
-        return truncate_at_stops((await self._post(body))["text"], until)
+                "stop": until[:MAX_SERVER_STOPS], "seed": 1234 if self.repeat is None else seed_for(doc_id, self.repeat)}
+        if "top_p" in gen_kwargs:
+            body["top_p"] = float(gen_kwargs["top_p"])
+        if self.reasoning is None:
+            return truncate_at_stops((await self._post(body))["text"], until)
+        body["stop"] = []   # a stop string inside the trace would end it: stops apply to the answer only
+        choice = await self._post(body)
+        text = choice.get("text") if isinstance(choice.get("text"), str) else ""
+        split = (split_server(text, server_reasoning(choice), choice.get("finish_reason"))
+                 if self.reasoning.source == "server" else split_tags(text, tuple(self.reasoning.tags), context))
+        self.traces[doc_id] = split
+        return truncate_at_stops(split.answer, until)
 
     def _generation_cut(self, prompt_tokens: int, wanted: int) -> None:
         self.cut_generations += 1
