@@ -155,3 +155,6 @@ class Perf(Strict):
     # KV cache beside each variant's weights (perf/memory.py).
     accelerator_memory_gib: float = Field(default=80.0, gt=0)
     memory_utilization: float = Field(default=0.9, gt=0, le=1)
+    # This machine's run-to-run noise (benchmarks/noise_floor.py writes it): widens every level's intervals, so
+    # that speed is ranked only beyond it (perf/noise.py). Unset: a level run once is not ranked by speed.
+    noise_floor: str | None = None
