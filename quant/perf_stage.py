@@ -31,6 +31,9 @@ def repeats(ctx: SweepContext, workload: Workload) -> int:
 def perf_key(ctx: SweepContext, workload: Workload, ckpt_key: str, engine_args: dict) -> str:
     slo = ctx.recipe.perf.slo.bounds() if ctx.recipe.perf.slo else None
     shape = workload.model_dump(mode="json", exclude={"repeats"})
+    for bound in ("min_seconds", "max_seconds"):   # unset, a workload keeps the key it had before time budgets
+        if shape.get(bound) is None:
+            shape.pop(bound, None)
     runs = repeats(ctx, workload)
     if runs != 1:   # one run per level keeps the key it had before levels could be repeated
         shape["repeats"] = runs
