@@ -16,7 +16,6 @@ class Budget:
                  more: Callable[[], tuple[list[int] | str, int]] | None = None):
         self.min_s, self.max_s, self.more = min_s, max_s, more
         self.sent, self.t0 = 0, None
-        self.stopped_early = False   # max_s came before every planned request was sent
 
     def start(self) -> None:
         self.t0 = time.perf_counter()
@@ -27,7 +26,6 @@ class Budget:
     def next_index(self, prompts: list, outputs: list[int]) -> int | None:
         """The next request's index into prompts/outputs (extended in place by `more`), or None."""
         if self.max_s is not None and self.elapsed() >= self.max_s:
-            self.stopped_early = self.stopped_early or self.sent < len(prompts)
             return None
         if self.sent >= len(prompts):
             if self.more is None or self.min_s is None or self.elapsed() >= self.min_s:

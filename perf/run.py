@@ -216,14 +216,13 @@ class _Run:
         self.points.append(point)
         self.records[label] = [asdict(r) for r in recs]
         self.warnings += _warnings(label, self.records[label], plan, point)
-        if len(recs) < planned_n:
+        if w.max_seconds is not None and len(recs) < planned_n:
             self.warnings.append(f"{label}: stopped at max_seconds {w.max_seconds:g}: {len(recs)} of {planned_n} "
                                  "planned requests sent")
         if cached:
             point["prefix_cache_warm"] = True
             self.warnings.append(f"{label}: {cached}")
         return point
-
 
     def more_requests(self, kind: str, level: float, repeat: int, plan: list):
         """Fresh requests beyond the planned ones, for a level that must run min_seconds: batches planned as
