@@ -70,7 +70,8 @@ def run_workload(server_or_url: VLLMServer | str, model_name: str, tokenizer_pat
     probes), `repeats` times (default: the workload's, else 1): warm-up requests (discarded), then the
     measured requests. Every request gets fresh random token ids (seeded by level and repeat,
     perf/requests.py `level_seed`), so only a workload's shared prefix, if it has one, can be served from the
-    prefix cache. `levels` holds each level's median and interval over its repeats (perf/repeats.py)."""
+    prefix cache. A workload's min_seconds/max_seconds bound each level's measured time (perf/budget.py).
+    `levels` holds each level's median and interval over its repeats (perf/repeats.py)."""
     server = None if isinstance(server_or_url, str) else server_or_url
     run = _Run(completions_url(server_or_url), model_name, PromptMaker(tokenizer_path), workload, server,
                progress, slo, seed, repeats or workload.repeats or 1)
