@@ -26,7 +26,7 @@ from core.recipe import load_recipe
 from core.recipe_perf import Workload
 from core.results import Results
 from demo import DEMO_MODEL_DIR
-from perf.engines import VLLMServer, resolve_engine_python
+from perf.engines import EngineStartError, VLLMServer, resolve_engine_python
 from perf.noise import NOISE_FIGURES, measure, noise_half, with_noise_floor
 from perf.repeats import summarise_levels
 from perf.run import level_label, run_workload
@@ -97,7 +97,10 @@ def main() -> None:
     runs = []
     with tempfile.TemporaryDirectory() as tmp:
         for i in range(args.runs):
-            run = cold_run(recipe, workload, Path(tmp), i)
+            try:
+                run = cold_run(recipe, workload, Path(tmp), i)
+            except EngineStartError as exc:
+                raise SystemExit(f"run {i + 1}: the server did not start: {exc}")
             runs.append(run)
             f = run["figures"]
             tok = f.get("output_tokens_per_s", {})
