@@ -90,6 +90,10 @@ class Workload(Strict):
     # Runs of each level, each with fresh prompts; the tables show their median and interval. Unset: 3 on a GPU
     # engine (as `vllm bench sweep`), 1 on a CPU one, where a level takes many times longer.
     repeats: int | None = Field(default=None, ge=1, le=15)
+    # A level's measured time (warm-up excluded): at least min_seconds (more fresh requests where the planned
+    # ones end sooner), at most max_seconds (no request sent after it, those in flight finish).
+    min_seconds: float | None = Field(default=None, gt=0)
+    max_seconds: float | None = Field(default=None, gt=0)
 
     @field_validator("concurrency")
     @classmethod
@@ -117,6 +121,8 @@ class Workload(Strict):
             raise ValueError("long_prompts needs tokens")
         if self.shared_prefix and not self.shared_prefix.tokens:
             raise ValueError("shared_prefix needs tokens")
+        if self.min_seconds and self.max_seconds and self.min_seconds > self.max_seconds:
+            raise ValueError("min_seconds must be <= max_seconds")
         return self
 
     def repeats_on(self, gpu: bool) -> int:
@@ -155,3 +161,6 @@ class Perf(Strict):
     # KV cache beside each variant's weights (perf/memory.py).
     accelerator_memory_gib: float = Field(default=80.0, gt=0)
     memory_utilization: float = Field(default=0.9, gt=0, le=1)
+    # This machine's run-to-run noise (benchmarks/noise_floor.py writes it): widens every level's intervals, so
+    # that speed is ranked only beyond it (perf/noise.py). Unset: a level run once is not ranked by speed.
+    noise_floor: str | None = None

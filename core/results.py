@@ -220,6 +220,9 @@ class LevelSummary(Record):
     repeats: Count
     method: StrictStr
     figures: dict[StrictStr, Figure] = {}
+    # the noise floor that widened its intervals (perf/noise.py): where it was measured, and per figure its
+    # log sd and measurements; absent: repeats alone, or one run without run-to-run noise
+    noise_floor: dict[str, Any] | None = None
 
 
 class WorkloadResult(Record):

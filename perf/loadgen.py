@@ -18,6 +18,7 @@ import aiohttp
 
 from core import http_policy
 from core.foreign_text import capped, clean_text
+from perf.budget import Budget
 
 
 REQUEST_DEADLINE_S = 3600.0   # one streamed request, in all: a server that trickles tokens forever is cut here
@@ -181,18 +182,21 @@ def _per_request(output_tokens: int | list[int], n: int) -> list[int]:
 async def run_closed_loop(completions_url: str, model: str, prompts: list[list[int]],
                           output_tokens: int | list[int], concurrency: int, *,
                           client: aiohttp.ClientSession | None = None,
-                          on_done: Callable[[RequestRecord], None] | None = None) -> list[RequestRecord]:
+                          on_done: Callable[[RequestRecord], None] | None = None,
+                          budget: Budget | None = None) -> list[RequestRecord]:
     """Send every prompt, keeping `concurrency` requests in flight; records come back in prompt order.
 
-    A worker sends its next request the moment its previous one ends (a closed loop)."""
+    A worker sends its next request the moment its previous one ends (a closed loop). With a time budget
+    (perf/budget.py), fewer (its max_s passed) or more (its min_s not yet) than the prompts given."""
     own = client is None
     client = client or make_client(concurrency, url=completions_url)
-    outputs = _per_request(output_tokens, len(prompts))
-    records: list[RequestRecord | None] = [None] * len(prompts)
-    queue = iter(range(len(prompts)))   # shared by the workers; safe since asyncio is single-threaded
+    prompts, outputs = list(prompts), _per_request(output_tokens, len(prompts))
+    records: dict[int, RequestRecord] = {}
+    budget = budget or Budget()   # shared by the workers; safe since asyncio is single-threaded
+    budget.start()
 
     async def worker() -> None:
-        for i in queue:
+        while (i := budget.next_index(prompts, outputs)) is not None:
             rec = await one_request(client, completions_url, request_body(model, prompts[i], outputs[i]))
             records[i] = rec
             if on_done:
@@ -203,7 +207,7 @@ async def run_closed_loop(completions_url: str, model: str, prompts: list[list[i
     finally:
         if own:
             await client.close()
-    return [r for r in records if r is not None]
+    return [records[i] for i in sorted(records)]
 
 
 async def run_open_loop(completions_url: str, model: str, prompts: list[list[int]], output_tokens: list[int],

@@ -23,10 +23,12 @@ class Planned:
 
 def requests_per_level(workload: Workload, kind: str, level: float) -> int:
     if workload.requests_per_level:
+        if kind == "rate" and workload.min_seconds:   # an open loop lasts as long as its planned arrivals
+            return max(workload.requests_per_level, int(round(level * workload.min_seconds)))
         return workload.requests_per_level
     if kind == "concurrency":
         return max(16, 8 * int(level))
-    return max(16, int(round(level * OPEN_LOOP_SECONDS)))
+    return max(16, int(round(level * max(OPEN_LOOP_SECONDS, workload.min_seconds or 0))))
 
 
 def read_trace(path: str | Path) -> list[tuple[float, int, int]]:

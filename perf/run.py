@@ -11,6 +11,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Callable
 
+from perf.budget import Budget
 from perf.engines.vllm import VLLMServer
 from perf.engines.gpus import visible_gpus
 from perf.host_load import gpu_foreign_processes, host_load, read_cpu
@@ -25,6 +26,7 @@ from core.recipe_perf import Workload
 Progress = Callable[[int, int], None]   # (done, total), warm-up requests included
 RSS_SAMPLE_S = 0.5
 OPEN_LOOP_CONNECTIONS = 256
+EXTRA_BATCH = 1000       # a level's extra requests (min_seconds) draw as repeat + 1000 x batch: no repeat's prompts
 WARMUP_CONCURRENCY = 4   # warm-up streams at once for rate and trace levels (a concurrency level uses its own)
 
 
@@ -68,7 +70,8 @@ def run_workload(server_or_url: VLLMServer | str, model_name: str, tokenizer_pat
     probes), `repeats` times (default: the workload's, else 1): warm-up requests (discarded), then the
     measured requests. Every request gets fresh random token ids (seeded by level and repeat,
     perf/requests.py `level_seed`), so only a workload's shared prefix, if it has one, can be served from the
-    prefix cache. `levels` holds each level's median and interval over its repeats (perf/repeats.py)."""
+    prefix cache. A workload's min_seconds/max_seconds bound each level's measured time (perf/budget.py).
+    `levels` holds each level's median and interval over its repeats (perf/repeats.py)."""
     server = None if isinstance(server_or_url, str) else server_or_url
     run = _Run(completions_url(server_or_url), model_name, PromptMaker(tokenizer_path), workload, server,
                progress, slo, seed, repeats or workload.repeats or 1)
@@ -160,6 +163,9 @@ class _Run:
         repeat = self.runs_of.get((kind, level), 0)   # a level listed twice is a repeat too: fresh prompts
         self.runs_of[(kind, level)] = repeat + 1
         plan = plan_level(w, kind, level, self.maker, self.seed, repeat=repeat)
+        planned_n = len(plan)
+        if kind != "concurrency" and w.max_seconds is not None:   # an open loop: the arrivals within the budget
+            plan = [p for p in plan if p.offset_s <= w.max_seconds] or plan[:1]
         warm = plan_level(w, kind, level, self.maker, self.seed + 1, limit=w.warmup_requests, repeat=repeat)
         if warm:
             streams = int(level) if kind == "concurrency" else WARMUP_CONCURRENCY
@@ -176,8 +182,9 @@ class _Run:
             cpu_before = read_cpu()
             t0 = time.perf_counter()
             if kind == "concurrency":
+                budget = Budget(w.min_seconds, w.max_seconds, self.more_requests(kind, level, repeat, plan))
                 recs = await run_closed_loop(url, model, prompts, outputs, int(level), client=client,
-                                             on_done=self.tick)
+                                             on_done=self.tick, budget=budget)
             else:
                 recs = await run_open_loop(url, model, prompts, outputs, [r.offset_s for r in plan],
                                            max_concurrency=w.max_concurrency, client=client, on_done=self.tick)
@@ -210,11 +217,29 @@ class _Run:
         self.points.append(point)
         self.records[label] = [asdict(r) for r in recs]
         self.warnings += _warnings(label, self.records[label], plan, point)
+        if w.max_seconds is not None and len(recs) < planned_n:
+            self.warnings.append(f"{label}: stopped at max_seconds {w.max_seconds:g}: {len(recs)} of {planned_n} "
+                                 "planned requests sent")
         if cached:
             point["prefix_cache_warm"] = True
             self.warnings.append(f"{label}: {cached}")
         return point
 
+    def more_requests(self, kind: str, level: float, repeat: int, plan: list):
+        """Fresh requests beyond the planned ones, for a level that must run min_seconds: batches planned as
+        runs no repeat uses (perf/requests.py `level_seed`), appended to `plan` as they are sent."""
+        batches = iter(range(1, 10**6))
+        queue: list = []
+
+        def more() -> tuple[list[int] | str, int]:
+            if not queue:
+                queue.extend(plan_level(self.workload, kind, level, self.maker, self.seed,
+                                        repeat=repeat + EXTRA_BATCH * next(batches)))
+            planned = queue.pop(0)
+            plan.append(planned)
+            self.total += 1
+            return self.as_sent(planned.prompt), planned.output_tokens
+        return more
 
     def gpu_foreign(self) -> list[dict] | None:
         """On a GPU engine, other processes on the variant's GPUs now (perf/host_load.py); None on a CPU engine."""

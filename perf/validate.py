@@ -2,7 +2,7 @@
 engine argument (`engine.args`, each variant's `engine_args`) against the installed engine's own argument
 parser: its flag names (perf/engines/flags.py), and each value as the sweep would pass it. An argument the
 engine refuses is a recipe error, never a variant the engine "cannot serve". And the perf workloads: names
-used once, files that can be read, requests that fit the context each variant is served with."""
+used once, files that can be read (a noise floor's too), requests that fit the context each variant is served with."""
 
 from __future__ import annotations
 
@@ -131,6 +131,13 @@ def check_workloads(perf: Perf, engine: Engine | None, variants: list[tuple[int,
                                  f"tokens (prompt + output), over max_model_len {' and '.join(over)}: the engine "
                                  "refuses such a request or cuts its output short; shorten the workload or raise "
                                  "max_model_len"))
+    if perf.noise_floor is not None:
+        from perf.noise import NoiseFloorError, load
+
+        try:
+            load(perf.noise_floor)
+        except NoiseFloorError as exc:
+            found.errors.append((("perf", "noise_floor"), str(exc)))
     return found
 
 

@@ -20,6 +20,7 @@ from perf.engines.dtypes import on_gpu
 from perf.engines.kv_capacity import sequences_that_fit
 from perf.engines.process import DEATH_WAIT_S
 from perf.memory import account
+from perf.noise import load as load_noise_floor, with_noise_floor
 from perf.requests import longest_request
 from quant.context import Checkpoint, Session, SweepContext
 
@@ -35,6 +36,9 @@ def repeats(ctx: SweepContext, workload: Workload) -> int:
 def perf_key(ctx: SweepContext, workload: Workload, ckpt_key: str, engine_args: dict) -> str:
     slo = ctx.recipe.perf.slo.bounds() if ctx.recipe.perf.slo else None
     shape = workload.model_dump(mode="json", exclude={"repeats"})
+    for bound in ("min_seconds", "max_seconds"):   # unset, a workload keeps the key it had before time budgets
+        if shape.get(bound) is None:
+            shape.pop(bound, None)
     runs = repeats(ctx, workload)
     if runs != 1:   # one run per level keeps the key it had before levels could be repeated
         shape["repeats"] = runs
@@ -49,6 +53,8 @@ class PerfStage:
         self.ctx, self.variant, self.checkpoint = ctx, variant, checkpoint
         self.keys = {w.name: perf_key(ctx, w, checkpoint.key, engine_args) for w in ctx.recipe.perf.workloads}
         self.todo = [w for w in ctx.recipe.perf.workloads if not ctx.cache.has(STAGE_PERF, self.keys[w.name])]
+        # widens the stored levels' intervals as they are collected: a measurement's cache key does not depend on it
+        self.noise_floor = load_noise_floor(ctx.recipe.perf.noise_floor) if ctx.recipe.perf.noise_floor else None
         self.lock_problem: str | None = None   # the perf lock could not be taken: this variant's perf fails
 
     def pending(self) -> bool:
@@ -116,6 +122,8 @@ class PerfStage:
             if not self.ctx.cache.has(STAGE_PERF, key):   # not reached before the variant failed
                 continue
             result = self.ctx.cache.load_json(STAGE_PERF, key)
+            result["levels"] = [with_noise_floor(level, self.noise_floor, self.ctx.recipe.perf.noise_floor)
+                                for level in result.get("levels", [])]
             record["perf"][name] = result
             for memory in ("server_rss_bytes", "server_gpu_bytes"):
                 if result.get(memory):

@@ -14,11 +14,11 @@ from reports.cost import usd_per_gpu_hour, usd_per_million_tokens
 from reports.gate_rules import MARGIN_TOLERANCE
 from reports.kv_memory import bytes_per_sequence
 from reports.metric_kinds import higher_is_better
+from perf.noise import has_run_to_run_noise, why_no_noise
 from reports.headline import (failed_note, failed_requests, foreign_cores, headline_figure, headline_point,
-                              perf_not_measured)
+                              headline_summary, perf_not_measured)
 
 MEMORY_TIE = 0.01   # sizes within 1% are the same (one scheme's checkpoints differ only in their metadata)
-NO_INTERVAL_BAND = 0.05   # a figure without an interval (one run, no requests kept): +-5%, the gate's noise band
 
 def _p99_latency(point: PerfPoint) -> float:
     stats = point.e2e_ms or point.ttft_ms
@@ -91,20 +91,24 @@ class Choice:
     accuracy_ci: tuple[float, float] | None = None   # the task score's 95% interval
     blocked: str | None = None      # the gate blocks it (on some task): why
     failed: tuple[int, int] | None = None   # (failed, sent) requests of the headline level
+    no_interval: str | None = None  # why the objective has no interval with run-to-run noise (then not ranked)
 
 
-def _interval(results: Results, name: str, v, objective: str) -> tuple[float, float] | None:
-    """The objective's 95% interval at the headline level, where the run has one (memory has no noise)."""
-    if objective in ("throughput", "cost"):
-        _, ci, _ = headline_figure(v, "output_tokens_per_s")
-        if ci is None or objective == "throughput":
-            return ci
-        ends = [usd_per_million_tokens(results, name, end) for end in ci]
-        return None if None in ends else (min(ends), max(ends))
-    if objective == "latency":
-        _, ci, _ = headline_figure(v, "e2e_ms.p99")
-        return ci
-    return None
+def _interval(results: Results, name: str, v, objective: str) -> tuple[tuple[float, float] | None, str | None]:
+    """The objective's 95% interval at the headline level where it includes run-to-run noise (memory has no
+    noise), else (None, why it has none)."""
+    figure = {"throughput": "output_tokens_per_s", "cost": "output_tokens_per_s", "latency": "e2e_ms.p99"}.get(objective)
+    if figure is None:
+        return None, None
+    if not has_run_to_run_noise(headline_summary(v), figure):
+        return None, why_no_noise(headline_summary(v), figure)
+    _, ci, _ = headline_figure(v, figure)
+    if ci is None:
+        return None, "no interval could be computed from its runs"
+    if objective != "cost":
+        return ci, None
+    ends = [usd_per_million_tokens(results, name, end) for end in ci]
+    return (None, "no price to turn its interval into a cost") if None in ends else ((min(ends), max(ends)), None)
 
 
 def candidates(results: Results, task: str, max_drop: float, slos: list[LatencyLimit],
@@ -144,8 +148,9 @@ def candidates(results: Results, task: str, max_drop: float, slos: list[LatencyL
             score = read(results, name, v, point)
         else:
             score = tok_s if objective == "throughput" else _cost_of(results, name, tok_s)
+        score_ci, no_interval = _interval(results, name, v, objective)
         ok.append(Choice(task, name, acc.value, drop, tok_s, point.concurrency, v.checkpoint, score,
-                         score_ci=_interval(results, name, v, objective), foreign=foreign_cores(v),
+                         score_ci=score_ci, no_interval=no_interval, foreign=foreign_cores(v),
                          memory=bytes_per_sequence(v) if v.size_bytes else float("inf"),
                          accuracy_ci=tuple(acc.ci95) if acc.ci95 else None, failed=failed))
     return ok, rejected
@@ -159,15 +164,12 @@ def _cost_of(results: Results, name: str, tok_s: float) -> float:
 UNITS = {"throughput": ("output tok/s", ".0f"), "cost": ("$/M output tokens", ".3g"), "latency": ("ms E2E p99", ".0f")}
 
 
-def _ends(c: Choice) -> tuple[float, float]:
-    return c.score_ci or (c.score * (1 - NO_INTERVAL_BAND), c.score * (1 + NO_INTERVAL_BAND))
-
-
 def _figure(c: Choice, objective: str) -> str:
     unit, fmt = UNITS[objective]
-    low, high = _ends(c)
-    how = "" if c.score_ci else f" ±{NO_INTERVAL_BAND:.0%}, no interval measured"
-    return f"{c.variant} {c.score:{fmt}} [{low:{fmt}}, {high:{fmt}}{how}] {unit}"
+    if c.score_ci is None:
+        return f"{c.variant} {c.score:{fmt}} {unit}"
+    low, high = c.score_ci
+    return f"{c.variant} {c.score:{fmt}} [{low:{fmt}}, {high:{fmt}}] {unit}"
 
 
 def _accuracy_overlaps(a: Choice, b: Choice) -> bool:
@@ -207,9 +209,9 @@ def _least_memory(candidates: list[Choice]) -> tuple[Choice, str]:
 
 
 def _best(ok: list[Choice], objective: str) -> Choice:
-    """The best by the objective, where the numbers support it: candidates whose intervals overlap the leader's
-    are tied, and so is every candidate when any was measured under foreign load (the machine's speed, not
-    the variant's); a tie goes to accuracy, then memory. Memory has no noise: the least wins."""
+    """The best by the objective, where the numbers support it: candidates whose intervals (run-to-run noise
+    included) overlap the leader's are tied, and so is every candidate when any was measured under foreign load
+    (the machine's speed, not the variant's) or has no such interval; a tie goes to accuracy, then memory. Memory has no noise: the least wins."""
     if objective == "memory":
         lead, unblocked = _least_memory(ok)
         lead.why = f"least memory for one sequence: {lead.score / 1e6:.1f} MB{unblocked}"
@@ -223,8 +225,15 @@ def _best(ok: list[Choice], objective: str) -> Choice:
     if loaded:
         names = ", ".join(f"{c.variant} ({c.foreign:.2f} cores taken by other processes)" for c in loaded)
         return _tie_break(ok, f"{objective} not ranked: measured under foreign load: {names}")
-    low, high = _ends(lead)
-    tied = [c for c in ok if c is lead or (_ends(c)[0] <= high and _ends(c)[1] >= low)]
+    unknown: dict[str, list[str]] = {}
+    for c in ok:
+        if c.score_ci is None:
+            unknown.setdefault(c.no_interval, []).append(_figure(c, objective))
+    if unknown:
+        why = "; ".join(f"{', '.join(figures)}: {reason}" for reason, figures in unknown.items())
+        return _tie_break(ok, f"{objective} not ranked, no 95% interval with run-to-run noise: {why}")
+    low, high = lead.score_ci
+    tied = [c for c in ok if c is lead or (c.score_ci[0] <= high and c.score_ci[1] >= low)]
     figures = "; ".join(_figure(c, objective) for c in sorted(ok, key=lambda c: c.score, reverse=larger_is_better))
     if len(tied) == 1:
         lead.why = f"decided by {objective}, beyond the others' 95% intervals: {figures}"

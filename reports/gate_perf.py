@@ -2,7 +2,9 @@
 
 Throughput: with the headline level repeated on both sides (the workload's `repeats`, or a level listed
 several times), a Welch t interval on log(tok/s) gives the ratio's interval and decides like
-non-inferiority. With one run per side, a drop within `throughput_noise` of the limit is inconclusive.
+non-inferiority. With one run per side whose intervals this machine's noise floor widened (perf/noise.py), the
+ratio's interval from those; with one run per side and no noise floor, a drop within `throughput_noise` of the
+limit is inconclusive.
 Latency SLOs on a p99: inconclusive when the p99 rests on fewer than 100 samples (it is then the maximum,
 interpolated, not a 99th percentile) or was not measured.
 Every perf check is inconclusive when a headline level of either side was measured under foreign load (other
@@ -25,7 +27,7 @@ from core.results import PerfPoint, VariantRecord
 from perf.metrics import reliable, samples_needed
 from reports.gate_check import Check, GateInputError
 from reports.gate_rules import INCONCLUSIVE, PASS, REGRESSION, Verdict
-from reports.headline import failed_requests, headline_points
+from reports.headline import failed_requests, headline_points, headline_summary
 
 
 def _ratio_interval(base: list[float], cand: list[float], confidence: float) -> tuple[float, float, float]:
@@ -73,6 +75,14 @@ def throughput_check(baseline: dict, candidate: dict, policy: Gates) -> Check:
         outcome = PASS if drop_high <= limit else REGRESSION if drop_low > limit else INCONCLUSIVE
         evidence = f"{len(base_runs)} vs {len(cand_runs)} repeated runs"
         reason = f"{ci} vs limit {limit:.1%}"
+    elif _noise_widened(baseline) and _noise_widened(candidate):
+        drop, drop_low, drop_high = _drop_with_noise_floor(_noise_widened(baseline), _noise_widened(candidate))
+        outcome = PASS if drop_high <= limit else REGRESSION if drop_low > limit else INCONCLUSIVE
+        evidence = "one run per side, widened by this machine's noise floor"
+        reason = (f"drop {drop:+.1%}, 95% CI {drop_low:+.1%}..{drop_high:+.1%} (each run's interval widened by the "
+                  f"noise floor) vs limit {limit:.1%}")
+        if outcome == INCONCLUSIVE:
+            reason += "; repeat the headline level (the workload's repeats: 3) to narrow it"
     else:
         drop, noise = 1 - cand_mean / base_mean, rules.throughput_noise
         outcome = PASS if drop <= limit - noise else REGRESSION if drop > limit + noise else INCONCLUSIVE
@@ -82,6 +92,25 @@ def throughput_check(baseline: dict, candidate: dict, policy: Gates) -> Check:
             reason += "; repeat the headline level (the workload's repeats: 3) to decide"
     return Check("perf", "output_tok_s", base_mean, cand_mean, drop, limit, Verdict(outcome, reason),
                  evidence=evidence)
+
+
+def _noise_widened(side: dict) -> dict | None:
+    """A side's headline throughput (median, interval) where a noise floor widened it; else None."""
+    summary = headline_summary(VariantRecord.model_validate(side))
+    if not summary or "output_tokens_per_s" not in ((summary.get("noise_floor") or {}).get("figures") or {}):
+        return None
+    figure = summary["figures"]["output_tokens_per_s"]
+    ci = figure.get("ci95")
+    return figure if ci and None not in ci and min(ci) > 0 and figure["median"] > 0 else None
+
+
+def _drop_with_noise_floor(base: dict, cand: dict) -> tuple[float, float, float]:
+    """(drop, low, high) of 1 - cand/base from two widened single-run intervals: their half-widths on the log
+    scale add as independent errors do (in quadrature)."""
+    half = lambda f: math.log(f["ci95"][1] / f["ci95"][0]) / 2
+    log_ratio = math.log(cand["median"] / base["median"])
+    both = math.hypot(half(base), half(cand))
+    return 1 - math.exp(log_ratio), 1 - math.exp(log_ratio + both), 1 - math.exp(log_ratio - both)
 
 
 def slo_check(baseline: dict, candidate: dict, metric: str, slo: float) -> Check:

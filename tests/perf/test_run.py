@@ -36,3 +36,33 @@ def test_rate_search_finds_the_knee_of_a_one_at_a_time_server(fake, tokenizer_di
     assert rates[:2] == [8, 128] and len(rates) == 5
     assert res["points"][0]["slo_attainment"] == 1.0 and res["points"][1]["slo_attainment"] < 0.9
     assert 16 <= res["max_rate_meeting_slo"] <= 45
+
+
+def test_a_level_runs_at_least_min_seconds_on_fresh_prompts(fake, tokenizer_dir):
+    """2 planned requests of 4 tokens (~0.1 s) cannot fill 0.4 s: more are sent, none a repeat of another's
+    prompt (a repeat would be served from the prefix cache), the warm-up not counted."""
+    wl = Workload(name="short", prompt_tokens=16, output_tokens=4, concurrency=[1], requests_per_level=2,
+                  warmup_requests=1, min_seconds=0.4)
+    res = run_workload(fake.url, "m", tokenizer_dir, wl)
+    (point,) = res["points"]
+    assert point["n"] > 2 and point["errors"] == 0 and len(res["records"]["c=1"]) == point["n"]
+    measured = [tuple(b["prompt"]) for b in fake.bodies[1:]]
+    assert len(measured) == point["n"] and len(set(measured)) == len(measured)
+    assert point["wall_s"] >= 0.4   # the budget's own guarantee, not a speed
+
+
+def test_a_level_stops_sending_at_max_seconds_and_says_so(fake, tokenizer_dir):
+    """200 planned requests of 4 tokens, one at a time, cannot end within 0.3 s: the level stops sending there,
+    keeps what it measured, and its warning says how many were sent. An open loop keeps its arrivals within it."""
+    wl = Workload(name="long", prompt_tokens=16, output_tokens=4, concurrency=[1], requests_per_level=200,
+                  warmup_requests=0, max_seconds=0.3)
+    res = run_workload(fake.url, "m", tokenizer_dir, wl)
+    (point,) = res["points"]
+    assert 1 <= point["n"] < 200 and point["errors"] == 0 and len(fake.bodies) == point["n"]
+    assert f"c=1: stopped at max_seconds 0.3: {point['n']} of 200 planned requests sent" in res["warnings"]
+    fake.bodies.clear()
+    rate = Workload(name="open", arrival="constant", rates=[20], prompt_tokens=16, output_tokens=2,
+                    requests_per_level=100, warmup_requests=0, max_seconds=0.5)
+    res = run_workload(fake.url, "m", tokenizer_dir, rate)
+    assert res["points"][0]["n"] == len(fake.bodies) == 11   # arrivals at 0, 0.05, ... 0.5 s
+    assert "rate=20/s: stopped at max_seconds 0.5: 11 of 100 planned requests sent" in res["warnings"]

@@ -1,10 +1,13 @@
-"""`quant choose` picks only on differences the numbers support: overlapping intervals are a tie that goes to
-accuracy, then memory; perf measured under foreign load never ranks by speed; a variant the gate blocks is named
+"""`quant choose` picks only on differences the numbers support: overlapping intervals (run-to-run noise
+included) are a tie that goes to accuracy, then memory; perf measured under foreign load, or without an interval
+that includes run-to-run noise, never ranks by speed; a variant the gate blocks is named
 (or, with --exclude-blocked, kept out)."""
 
 from __future__ import annotations
 
 from core.results import HostLoad, Results, VariantRecord, WorkloadResult
+from perf.noise import with_noise_floor
+from perf.repeats import WITHIN
 from quant.cli import main
 from reports.choose import choose
 from tests.fixtures import accuracy, perf_point, results, write_run
@@ -14,14 +17,20 @@ LOAD = HostLoad(wall_s=10, cpus=2, host_busy_cpu_s=18, own_cpu_s=10, foreign_cpu
 
 
 def _variant(acc: dict[str, float], runs: list[float], size: int = 1, loaded: bool = False,
-             half_width: float = 0.005) -> dict:
-    """Served, scored `acc` (95% intervals +-half_width); its headline level run once per value of `runs`."""
+             half_width: float = 0.005, within: float | None = None, floor: dict | None = None) -> dict:
+    """Served, scored `acc` (95% intervals +-half_width); its headline level run once per value of `runs`.
+    A single run with `within`: its requests' interval (+-within), widened by the noise floor `floor` if given."""
     points = [perf_point(tok_s, concurrency=8, **({"repeat": i} if i else {}), **({"host_load": LOAD} if loaded
                                                                                  else {}))
               for i, tok_s in enumerate(runs)]
+    levels = []
+    if within is not None:
+        level = {"concurrency": 8, "repeats": 1, "method": WITHIN, "figures": {"output_tokens_per_s": {
+            "median": runs[0], "ci95": [runs[0] * (1 - within), runs[0] * (1 + within)]}}}
+        levels = [with_noise_floor(level, floor, "noise-floor.json")]
     return VariantRecord(status="ok", checkpoint="/ckpt", size_bytes=size,
                          accuracy={t: accuracy(v, half_width=half_width) for t, v in acc.items()},
-                         perf={"w": WorkloadResult(points=points)}).dump()
+                         perf={"w": WorkloadResult(points=points, levels=levels)}).dump()
 
 
 def _pick(variants: dict, task: str = "code", **kw):
@@ -45,9 +54,28 @@ def test_overlapping_intervals_are_a_tie_that_accuracy_breaks():
     assert "canary 1000 [" in c.why and "bf16 0.990 [0.985, 0.995] (drop +0.000)" in c.why
 
 
-def test_one_run_without_an_interval_counts_as_the_noise_band():
-    c = _pick({"bf16": _variant({"code": 0.99}, [989]), "canary": _variant({"code": 0.98}, [1000])})
-    assert c.variant == "bf16" and "no interval measured" in c.why
+def test_one_run_without_run_to_run_noise_is_not_ranked_and_says_why():
+    """Two single runs 15% apart, each with a narrow interval from its requests: no run-to-run noise measured,
+    so speed is not ranked; the tie goes to accuracy."""
+    c = _pick({"bf16": _variant({"code": 0.99}, [989], within=0.01), "canary": _variant({"code": 0.96}, [1150], within=0.01)})
+    assert c.variant == "bf16" and "throughput not ranked, no 95% interval with run-to-run noise" in c.why
+    assert "bf16 989 output tok/s, canary 1150 output tok/s: one run on one server start" in c.why
+    assert "benchmarks/noise_floor.py" in c.why and "decided by accuracy" in c.why
+
+
+def test_identical_kernels_tie_once_the_noise_floor_widens_their_single_runs():
+    """The demo's int8 pair: 1840 and 1203 tok/s with within-run intervals far apart; this machine's noise
+    floor (log sd 0.15 over 5 cold runs) makes them overlap: a tie, decided by accuracy, not by the machine."""
+    floor = {"figures": {"output_tokens_per_s": {"log_sd": 0.15, "runs": 5}}}
+    canary = _variant({"code": 0.96}, [1840], within=0.016, floor=floor)
+    smooth = _variant({"code": 0.99}, [1203], within=0.009, floor=floor)
+    c = _pick({"bf16": smooth, "canary": canary})
+    assert c.variant == "bf16" and "throughput tied (95% intervals overlap" in c.why
+    # without the floor the same runs are not ranked at all; with a floor too small to matter the faster wins
+    tiny = {"figures": {"output_tokens_per_s": {"log_sd": 0.001, "runs": 5}}}
+    fast = _pick({"bf16": _variant({"code": 0.99}, [1203], within=0.009, floor=tiny),
+                  "canary": _variant({"code": 0.97}, [1840], within=0.016, floor=tiny)})
+    assert fast.variant == "canary" and fast.why.startswith("decided by throughput")
 
 
 def test_a_tie_in_speed_and_accuracy_goes_to_memory():

@@ -5,12 +5,19 @@ import json
 
 import pytest
 
+from perf.noise import with_noise_floor
+from perf.repeats import WITHIN
 from tests.fixtures import variant, write_run
 from tests.helpers import quant
 
 
-def runs_of(tok_s: list[float], requests: int = 200) -> dict:
+def runs_of(tok_s: list[float], requests: int = 200, noise_floor: dict | None = None) -> dict:
+    """A variant whose headline level ran once per value of tok_s; one run with `noise_floor` has the interval
+    its requests allow (+-1%) widened by it, as a sweep stores it."""
     v = variant({"math": 0.9})
+    level = {"concurrency": 16, "repeats": 1, "method": WITHIN,
+             "figures": {"output_tokens_per_s": {"median": tok_s[0], "ci95": [tok_s[0] * 0.99, tok_s[0] * 1.01]}}}
+    v["perf"]["w"]["levels"] = [with_noise_floor(level, noise_floor, "noise-floor.json")] if noise_floor else []
     v["perf"]["w"]["points"] = [{"concurrency": 16, "output_tokens_per_s": t, "n": requests, "errors": 0,
                                  "ttft_ms": {"p99": 10.0, "n": requests}, "tpot_ms": {"p99": 2.0, "n": requests},
                                  "e2e_ms": {"p99": 90.0, "n": requests}} for t in tok_s]
@@ -29,6 +36,16 @@ def test_single_run_throughput_within_the_noise_band_is_inconclusive(tmp_path, c
     code, out = gate(tmp_path, runs_of([100.0]), runs_of([cand]), "{max_throughput_drop: 0.1}")
     assert code == expected, out
     assert "single runs, noise band +-5%" in out
+
+
+@pytest.mark.parametrize("cand,expected", [(100.0, 0), (91.0, 3), (75.0, 1)])
+def test_single_runs_decide_by_intervals_their_noise_floor_widened(tmp_path, cand, expected):
+    """log sd 0.02 over 5 cold runs: each run +-5.6%, the ratio about +-8%; limit 10%."""
+    floor = {"figures": {"output_tokens_per_s": {"log_sd": 0.02, "runs": 5}}}
+    code, out = gate(tmp_path, runs_of([100.0], noise_floor=floor), runs_of([cand], noise_floor=floor),
+                     "{max_throughput_drop: 0.1}")
+    assert code == expected, out
+    assert "widened by the noise floor" in out and "single runs, noise band" not in out
 
 
 @pytest.mark.parametrize("cand,expected", [([99.0, 101.0, 100.0], 0), ([80.0, 81.0, 79.0], 1),
