@@ -30,9 +30,10 @@ NOT_IMPORTED = frozenset({"this", "antigravity"})
 _parsing = threading.Lock()
 
 
-def _parse(code: str) -> ast.Module:
+def parse(code: str, mode: str = "exec") -> ast.AST:
+    """ast.parse, one thread at a time (see above)."""
     with _parsing:
-        return ast.parse(code)
+        return ast.parse(code, mode=mode)
 
 
 def _tables(table: symtable.SymbolTable):
@@ -62,7 +63,7 @@ def free_names(tests: str) -> list[str]:
 def imported_modules(tests: str) -> list[str]:
     """The modules the tests import (absolute imports, by their full names)."""
     try:
-        tree = _parse(tests)
+        tree = parse(tests)
     except (SyntaxError, ValueError):
         return []
     found = set()
@@ -77,7 +78,7 @@ def imported_modules(tests: str) -> list[str]:
 def defined_names(code: str) -> tuple[list[str], list[str]]:
     """(functions, classes) a reference solution defines at its top level."""
     try:
-        tree = _parse(code)
+        tree = parse(code)
     except (SyntaxError, ValueError):
         return [], []
     functions = [n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
