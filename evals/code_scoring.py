@@ -22,7 +22,7 @@ from typing import NamedTuple
 
 from evals import item_errors
 from evals.execute import ExecResult, run_program
-from evals.sandbox import capabilities, require_isolation
+from evals.sandbox import IsolationRequired, capabilities, require_isolation
 from evals.scoring_names import defined_names, free_names
 
 _known: dict[str, bool] = {}        # program and sandbox -> passed, for each program this process ran to its end
@@ -81,6 +81,8 @@ def _run_or_none(key: str, program: Program) -> bool | None:
     """None where running it raised: `passed` runs it again, on its item's behalf."""
     try:
         return _run(key, program)
+    except IsolationRequired:
+        raise
     except Exception:  # noqa: BLE001 - one program must not end the others' runs
         return None
 
@@ -118,4 +120,4 @@ def task_functions(program_of: Callable[[dict, str], Program]):
 
     def process_results(doc: dict, results: list[str]) -> dict[str, float]:
         return {"pass@1": passed(program_of(doc, results[0]))}
-    return prefetch_filter, item_errors.guarded(process_results, ("pass@1",))
+    return prefetch_filter, item_errors.guarded(process_results, ("pass@1",), not_the_items=(IsolationRequired,))

@@ -37,12 +37,16 @@ def fail_item(doc: dict, exc: Exception) -> str:
     return reason
 
 
-def guarded(process_results: Callable[[dict, list], dict], metrics: tuple[str, ...]) -> Callable[[dict, list], dict]:
+def guarded(process_results: Callable[[dict, list], dict], metrics: tuple[str, ...],
+            not_the_items: tuple[type[Exception], ...] = ()) -> Callable[[dict, list], dict]:
     """lm-eval's process_results for a task whose metrics (all higher-is-better) are `metrics`: an item whose
-    scoring raises scores 0 on each of them."""
+    scoring raises scores 0 on each of them. `not_the_items`: exceptions that are no answer's fault (the
+    sandbox missing) and end the task as they would unguarded."""
     def process(doc: dict, results: list) -> dict:
         try:
             return process_results(doc, results)
+        except not_the_items:
+            raise
         except Exception as exc:  # noqa: BLE001 - one answer must not end the task
             fail_item(doc, exc)
             return dict.fromkeys(metrics, 0.0)

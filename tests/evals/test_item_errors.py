@@ -10,6 +10,7 @@ import json
 import logging
 from concurrent.futures import ThreadPoolExecutor
 
+import pytest
 from lm_eval.api.model import LM
 
 from core.recipe import Task
@@ -98,3 +99,16 @@ def test_tests_are_parsed_safely_from_many_threads():
     finally:
         gc.set_threshold(*threshold)
     assert all(p["entry_points"] == ["candidate"] for p in plans)
+
+
+def test_a_missing_sandbox_still_ends_the_task_and_is_no_items_fault(monkeypatch):
+    from evals.sandbox import IsolationRequired, capabilities
+
+    bare = type(capabilities())(bwrap=None, cgroup_v2=None, cgroup_v1={})
+    monkeypatch.setattr("evals.sandbox.capabilities", lambda: bare)
+    monkeypatch.setattr(code_scoring, "capabilities", lambda: bare)
+    monkeypatch.setattr("evals.execute.capabilities", lambda: bare)
+    _, process_results = code_scoring.task_functions(code_scoring.humaneval_program)
+    doc = {"prompt": "def f(x):\n", "test": "def check(f):\n    assert f(1) == 1\n", "entry_point": "f"}
+    with permit_unisolated(False), pytest.raises(IsolationRequired):
+        process_results(doc, ["    return x\n"])
