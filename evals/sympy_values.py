@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import operator
+import time
 from functools import cache
 
 from evals.scoring_names import parse
@@ -17,7 +18,8 @@ from evals.scoring_names import parse
 MAX_CHARS = 2000     # longer than any answer of the task's; more is not read
 MAX_NODES = 600
 MAX_EXPONENT = 10_000   # a power above this is not built (10**10**10 would take the machine)
-MAX_ARGUMENT = 10**6    # nor a class called with a number above this (factorial(10**300))
+MAX_ARGUMENT = 1000     # nor a class called with a number above this (binomial(10**6, 5*10**5) takes minutes)
+MAX_SECONDS = 2.0       # nor any more part once building took this long (bell(1000) alone takes seconds)
 MAX_DIGITS = 400
 
 BINARY = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
@@ -57,7 +59,7 @@ def read_value(text: str):
     if sum(1 for _ in ast.walk(tree)) > MAX_NODES:
         raise Unreadable(f"more than {MAX_NODES} parts")
     try:
-        return _build(tree.body, sympy)
+        return _build(tree.body, sympy, time.monotonic() + MAX_SECONDS)
     except Unreadable:
         raise
     except (TypeError, ValueError, ArithmeticError, AttributeError, RecursionError,
@@ -65,7 +67,9 @@ def read_value(text: str):
         raise Unreadable(f"{type(exc).__name__}: {exc}"[:200]) from None
 
 
-def _build(node, sympy):
+def _build(node, sympy, deadline: float):
+    if time.monotonic() > deadline:
+        raise Unreadable(f"took more than {MAX_SECONDS:g} s to build")
     if isinstance(node, ast.Constant) and type(node.value) in (int, float, bool):
         if type(node.value) is int and len(str(abs(node.value))) > MAX_DIGITS:
             raise Unreadable(f"a number of more than {MAX_DIGITS} digits")
@@ -78,26 +82,26 @@ def _build(node, sympy):
             return value
         raise Unreadable(f"S.{node.attr}")
     if isinstance(node, ast.BinOp) and type(node.op) in BINARY:
-        left, right = _build(node.left, sympy), _build(node.right, sympy)
-        if isinstance(node.op, ast.Pow) and _above(right, MAX_EXPONENT, sympy):
-            raise Unreadable(f"an exponent above {MAX_EXPONENT}")
+        left, right = _build(node.left, sympy, deadline), _build(node.right, sympy, deadline)
+        if isinstance(node.op, ast.Pow) and (_above(right, MAX_EXPONENT, sympy) or _digits(left, right, sympy) > 10**5):
+            raise Unreadable(f"a power above {MAX_EXPONENT}, or of more than 100,000 digits")
         return BINARY[type(node.op)](sympy.sympify(left), right)
     if isinstance(node, ast.UnaryOp) and type(node.op) in UNARY:
-        return UNARY[type(node.op)](sympy.sympify(_build(node.operand, sympy)))
+        return UNARY[type(node.op)](sympy.sympify(_build(node.operand, sympy, deadline)))
     if isinstance(node, ast.Tuple):
-        return tuple(_build(e, sympy) for e in node.elts)
+        return tuple(_build(e, sympy, deadline) for e in node.elts)
     if isinstance(node, ast.List):
-        return [_build(e, sympy) for e in node.elts]
+        return [_build(e, sympy, deadline) for e in node.elts]
     if isinstance(node, ast.Set):
-        return frozenset(_build(e, sympy) for e in node.elts)
+        return frozenset(_build(e, sympy, deadline) for e in node.elts)
     if isinstance(node, ast.Dict) and None not in node.keys:
-        return {_build(k, sympy): _build(v, sympy) for k, v in zip(node.keys, node.values)}
+        return {_build(k, sympy, deadline): _build(v, sympy, deadline) for k, v in zip(node.keys, node.values)}
     if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _names()
             and not node.keywords):
         function = _names()[node.func.id]
         if isinstance(function, sympy.Basic):   # a constant is not called
             raise Unreadable(f"{node.func.id} called")
-        args = [_build(a, sympy) for a in node.args]
+        args = [_build(a, sympy, deadline) for a in node.args]
         if any(_above(a, MAX_ARGUMENT, sympy) for a in args):
             raise Unreadable(f"{node.func.id} of a number above {MAX_ARGUMENT}")
         return function(*args)
@@ -107,6 +111,14 @@ def _build(node, sympy):
 def _above(value, limit: int, sympy) -> bool:
     value = sympy.sympify(value) if isinstance(value, (int, float)) else value
     return isinstance(value, sympy.Number) and bool(abs(value) > limit)
+
+
+def _digits(base, exponent, sympy) -> float:
+    """Roughly how many digits a rational base to a number's power has (0 where either is not a number)."""
+    base, exponent = sympy.sympify(base), sympy.sympify(exponent)
+    if not (base.is_Rational and exponent.is_Number):
+        return 0
+    return abs(float(exponent)) * (len(str(abs(base.p))) + len(str(base.q)))
 
 
 def same(a, b) -> bool:

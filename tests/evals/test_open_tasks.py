@@ -57,12 +57,22 @@ def test_answers_are_compared_by_value_as_sympy_holds_them_equal(answer, gold, e
 
 @pytest.mark.parametrize("answer", [
     '__import__("os").system("touch /tmp/pwned")', "x.__class__", "(lambda: 1)()", "[i for i in range(9)]",
-    "sympify('1')", "Symbol('x')", "10**10**10", "2**(10**6)", "factorial(10**100)", "1" * 500, "x" * 3000,
+    "sympify('1')", "Symbol('x')", "10**10**10", "2**(10**6)", "factorial(10**100)",
+    "binomial(10**6, 5*10**5)", "((10**399)**10000)**10000", "1" * 500, "x" * 3000,
     "(" * 300 + "1" + ")" * 300, "1 +", "", "open('/etc/passwd')", "init_printing()", "pi(2)",
 ])
 def test_anything_but_a_value_is_unreadable_and_nothing_runs(answer):
     with pytest.raises(Unreadable):
         read_value(answer)
+
+
+def test_building_a_value_stops_at_its_time_budget(monkeypatch):
+    import evals.sympy_values as values
+
+    assert values.read_value("[1, 2]") == [1, 2]
+    monkeypatch.setattr(values, "MAX_SECONDS", -1.0)
+    with pytest.raises(Unreadable, match="to build"):
+        values.read_value("[1, 2]")
 
 
 def test_math_open_scores_a_right_a_wrong_and_an_unreadable_answer():
