@@ -29,7 +29,8 @@ def _items(task: str) -> list[dict]:
 # --- math_open ---------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("response, answer", [
-    ("The maximum is at x = 1.\nThe answer is: 6", "6"),
+    ("The maximum is at x = 1.\nThe final answer is 6", "6"),
+    ("The answer is: 6", "6"),
     ("The answer is: `9*x**2 + 6*x + 1`.", "9*x**2 + 6*x + 1"),
     ("Expanding:\nThe answer is:\n```python\n1 + 6*x + 9*x**2\n```", "1 + 6*x + 9*x**2"),
     ("The answer is $x/2$ and the answer is: **{2: 4, 5: 3}**", "{2: 4, 5: 3}"),   # the last marker
