@@ -8,12 +8,10 @@ from evals.sympy_values import Unreadable, read_value, same
 HERE = Path(__file__).resolve().parent
 MARKER = re.compile(r"answer is\s*:?[ \t]*", re.IGNORECASE)
 FENCE = re.compile(r"^```[\w+-]*$")
-# lm-eval's gsm8k_cot_llama wording (as math_chat): asked only for the value, a chat model writes no working
-PROMPT = ("Given the following problem, reason and give a final answer to the problem.\n"
-          "Problem: What does the last line of this SymPy session print?\n"
-          "```python\n{session}```\n"
-          "Your response should end with \"The final answer is [answer]\" where [answer] is that value, "
-          "written as SymPy prints it.\n")
+PROMPT = ("Here is a Python session with SymPy. Work out the value that its last line prints.\n\n"
+          "```python\n{session}```\n\n"
+          "End your response with \"The answer is: \" followed by that value, written as SymPy prints it, "
+          "on one line.\n")
 
 
 def load_dataset(**kwargs):
@@ -25,7 +23,7 @@ def doc_to_text(doc):
 
 
 def final_answer(response: str) -> str:
-    """What follows the last "answer is" (on its line, else the next line with text), else the response's
+    """What follows the last "The answer is:" (on its line, else the next line with text), else the response's
     last line with text; without the backticks, dollars and full stop around it."""
     marked = list(MARKER.finditer(response))
     rest = response[marked[-1].end():] if marked else response
