@@ -218,6 +218,21 @@ class Engine(Strict):
     engine_core_nice: int | None = Field(default=10, ge=0, le=19)
 
 
+class Reasoning(Strict):
+    """How the model marks its reasoning trace: the server's reasoning parser (a `reasoning` field beside the
+    text) or a pair of tags around the trace in the text. The answer is scored without the trace; a trace the
+    generation budget cut before it closed is no answer."""
+    source: Literal["server", "tags"] = "tags"
+    tags: tuple[str, str] = ("<think>", "</think>")
+
+    @field_validator("tags")
+    @classmethod
+    def _tags_given(cls, v: tuple[str, str]) -> tuple[str, str]:
+        if not v[0] or not v[1]:
+            raise ValueError("both tags must be non-empty, e.g. [\"<think>\", \"</think>\"]")
+        return v
+
+
 class Task(Strict):
     """A task by name: one of ours (evals/tasks) or any lm-eval task, with lm-eval's options."""
     name: str
@@ -230,6 +245,29 @@ class Task(Strict):
     fewshot_as_multiturn: bool | None = None   # lm-eval's default: few-shot examples as chat turns
     system_instruction: str | None = None
     gen_kwargs: dict[str, Any] | None = None   # override the task's generation settings, e.g. {max_gen_toks: 256}
+    # Samples per item (lm-eval's name): each scored, the item's score their mean (its success rate). K > 1
+    # needs sampling in gen_kwargs (do_sample: true or a temperature > 0): K greedy answers are one answer.
+    repeats: int = Field(default=1, ge=1, le=128)
+    reasoning: Reasoning | None = None
+
+    @model_validator(mode="after")
+    def _repeats_sample(self) -> "Task":
+        kwargs = self.gen_kwargs or {}
+        temperature = kwargs.get("temperature", 0)
+        if not isinstance(temperature, int | float) or isinstance(temperature, bool) or temperature < 0:
+            raise ValueError(f"gen_kwargs.temperature is {temperature!r}: give a number >= 0")
+        top_p = kwargs.get("top_p", 1)
+        if not isinstance(top_p, int | float) or isinstance(top_p, bool) or not 0 < top_p <= 1:
+            raise ValueError(f"gen_kwargs.top_p is {top_p!r}: give a number in (0, 1]")
+        if self.repeats > 1 and not (kwargs.get("do_sample") is True and temperature > 0):
+            raise ValueError(f"repeats: {self.repeats} samples the same greedy answer {self.repeats} times: set "
+                             "gen_kwargs {do_sample: true, temperature: 0.8} (or another temperature > 0)")
+        return self
+
+    @property
+    def sampled(self) -> bool:
+        """Scored from several samples per item, or from answers with their reasoning removed."""
+        return self.repeats > 1 or self.reasoning is not None
 
     @property
     def key(self) -> str:
@@ -245,7 +283,12 @@ class Task(Strict):
 
     def lm_eval_options(self) -> dict[str, Any]:
         """What changes the prompts or the data: part of every eval's cache key."""
-        return self.model_dump(exclude={"name", "label", "limit"}, exclude_defaults=True)
+        return self.model_dump(exclude={"name", "label", "limit", "repeats", "reasoning"}, exclude_defaults=True)
+
+    def sampling_key(self) -> dict[str, Any]:
+        """What else changes the scores (samples per item, reasoning): empty for a greedy task without a trace,
+        whose cache key is then what it always was."""
+        return self.model_dump(include={"repeats", "reasoning"}, exclude_defaults=True)
 
 
 Fraction = Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)]
@@ -261,6 +304,9 @@ class PerfGates(Strict):
     # A perf level measured while other processes took CPU (host_load.foreign_load) makes its checks
     # inconclusive; true gates such levels anyway, each check saying so.
     allow_foreign_load: bool = False
+    # A headline level where more than this share of the requests failed (on either side) makes every perf
+    # check inconclusive: its figures stand on the requests that happened to succeed.
+    max_failed_requests: Fraction = 0.01
 
 
 class Gates(Strict):
@@ -277,6 +323,9 @@ class Gates(Strict):
     # A candidate whose generated answers are, on average, shorter than this fraction of the baseline's (in
     # tokens) is a regression, as MLPerf requires 90% of the reference's output length.
     min_length_ratio: float | None = Field(default=None, gt=0, le=1, allow_inf_nan=False)
+    # A candidate whose reasoning traces are longer than this multiple of the baseline's on the same items (mean
+    # tokens, with an interval decided by `rule`) is a regression: quantization can lengthen traces severalfold.
+    max_reasoning_ratio: float | None = Field(default=None, ge=1, allow_inf_nan=False)
     perf: PerfGates = Field(default_factory=PerfGates)
 
     def max_drop_for(self, task: str) -> float:
@@ -418,6 +467,9 @@ def schema_problems(err: ValidationError, text: str, source: str, prefix: tuple 
     return sorted(lines, key=by_line)
 
 
+MAX_YAML_VALUES = 100_000   # values a recipe holds with every alias expanded (a recipe has hundreds)
+
+
 def read_yaml(text: str, source: str,
               what: str = "a recipe is a YAML mapping with name, model, variants and tasks") -> dict:
     try:
@@ -426,9 +478,37 @@ def read_yaml(text: str, source: str,
         mark = getattr(exc, "problem_mark", None)
         where = f"{source}:{mark.line + 1}" if mark else source
         raise RecipeError(f"{where}: not valid YAML: {getattr(exc, 'problem', exc)}", source) from None
+    except RecursionError:
+        raise RecipeError(f"{source}: not valid YAML: nested too deeply", source) from None
     if not isinstance(data, dict):
         raise RecipeError(f"{source}: {what}", source)
+    if expanded_size(data, MAX_YAML_VALUES) > MAX_YAML_VALUES:
+        raise RecipeError(f"{source}: its aliases expand to more than {MAX_YAML_VALUES:,} values (YAML anchors "
+                          "nested in each other): refused before anything reads it", source)
     return data
+
+
+def expanded_size(data, limit: int) -> int:
+    """How many values `data` holds with every YAML alias written out, computed over each shared list or
+    mapping once: a few hundred bytes of nested anchors cannot make whatever walks the recipe walk billions of
+    values. Stops counting past limit."""
+    def children(value) -> list:
+        items = value.values() if isinstance(value, dict) else value
+        return [v for v in items if isinstance(v, (list, dict))]
+
+    sizes: dict[int, int] = {}
+    stack: list[tuple[object, bool]] = [(data, False)]
+    while stack:   # depth first, each container's size once its children's are known
+        value, children_done = stack.pop()
+        if not isinstance(value, (list, dict)):
+            continue
+        if children_done:
+            sizes[id(value)] = min(1 + len(value) + sum(sizes.get(id(v), 0) for v in children(value)), limit + 1)
+        elif id(value) not in sizes:
+            sizes[id(value)] = 0   # a container inside itself counts once
+            stack.append((value, True))
+            stack.extend((v, False) for v in children(value) if id(v) not in sizes)
+    return sizes.get(id(data), 1)
 
 
 def parse_recipe(text: str, source: str = "<recipe>") -> Recipe:

@@ -152,13 +152,22 @@ class Remote:
                 raise RemoteError(f"{self.url}: it lists {remote_path!r}, outside {rel or 'its root'}")
             relative = remote_path[len(base):].lstrip("/")
             name = relative.rsplit("/", 1)[-1]
-            if _TEMPORARY.match(name) or relative.startswith(BUILD_PREFIX):
+            if _TEMPORARY.match(name) or relative.startswith(BUILD_PREFIX) or self._through_link(remote_path):
                 continue
             target = local_target(self.url, Path(local), relative)
             target.parent.mkdir(parents=True, exist_ok=True)
             self.fs.get_file(remote_path, str(target))
             count += 1
         return count
+
+    def _through_link(self, remote_path: str) -> bool:
+        """Whether a listed file is, or lies under, a symbolic link below the root (a file:// run can hold one
+        to a file of the user's that must never be copied into a run): such a file is not downloaded. Object
+        stores have no links."""
+        if not getattr(self.fs, "local_file", False):
+            return False
+        parts = remote_path[len(self.root):].strip("/").split("/")
+        return any(os.path.islink(f"{self.root}/{'/'.join(parts[:n])}") for n in range(1, len(parts) + 1))
 
 
 def _bucket(fs, root: str) -> str | None:

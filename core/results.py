@@ -77,6 +77,19 @@ class KlSummary(Estimate):
     top1_agreement: Estimate | None = None
 
 
+class Sampling(Record):
+    """A sampled task's figures (a task's `repeats`: K answers per item, evals/sampling.py): avg@K (the mean of
+    the items' success rates, the task's value), unbiased pass@k for k <= K where every sample scores 0 or 1,
+    maj@K (the score of the answer most samples gave) where answers compare by value, and the no-answer rate
+    (no answer extracted, or a reasoning trace cut before it closed)."""
+    repeats: Count
+    metric: StrictStr                      # the per-item key ("metric,filter") the figures are of
+    avg: Estimate
+    pass_at: dict[StrictStr, Number] = {}  # k -> pass@k
+    majority: Estimate | None = None
+    no_answer: Estimate
+
+
 class Accuracy(Record):
     """One task's score on one variant: its headline metric, every metric, and where the items are."""
     metric: StrictStr
@@ -91,6 +104,8 @@ class Accuracy(Record):
     metrics: dict[str, Estimate | Number] = {}   # every metric, and eval_seconds
     kl: KlSummary | None = None
     response_tokens: Estimate | None = None   # mean length of the generated answers, in the model's tokens
+    sampling: Sampling | None = None          # a task with repeats or a reasoning trace
+    reasoning_tokens: Estimate | None = None  # mean tokens of an item's reasoning traces (the answer's apart)
 
 
 class Latency(Record):
@@ -169,6 +184,7 @@ class RanOn(Record):
     """Where a variant's pipeline ran (executor local or ray) and when."""
     node: StrictStr
     gpus: list[StrictStr] = []
+    gpu: dict[StrictStr, Any] | None = None   # the identity of those GPUs (name, count, compute_cap, driver, cuda)
     executor: Literal["local", "ray"]
     node_id: StrictStr | None = None      # Ray's id of the node
     started: Number

@@ -87,7 +87,7 @@ def _requests(task, tokenizer_dir: Path) -> tuple[str, list, Any]:
 
     lm = _recording_lm(tokenizer_dir)
     try:
-        evaluate_task(lm, task)
+        evaluate_task(lm, task.model_copy(update={"repeats": 1, "reasoning": None}))   # one answer's requests
     except _Built as built:
         return built.kind, built.requests, lm
     return "generate_until", [], lm   # lm-eval asked for nothing

@@ -15,7 +15,7 @@ log = logging.getLogger(__name__)
 def generated_answers(samples: list[dict]) -> list[str]:
     """The raw generated answer of every generation item (a multiple-choice item generates none)."""
     answers = [(s.get("resps") or [[None]])[0] for s in samples]
-    return [a[0] for a in answers if isinstance(a, list) and a and isinstance(a[0], str)]
+    return [text for a in answers if isinstance(a, list) for text in a if isinstance(text, str)]
 
 
 @lru_cache(maxsize=4)
@@ -36,3 +36,26 @@ def response_tokens(samples: list[dict], model_dir: Path | str) -> dict | None:
         log.warning("output lengths not counted: no tokenizer in %s (%s)", model_dir, exc)
         return None
     return mean_ci([float(len(tokenizer.encode(a, add_special_tokens=False))) for a in answers])
+
+
+def reasoning_tokens(samples: list[dict], model_dir: Path | str) -> dict | None:
+    """Mean reasoning-trace tokens per item (over its samples) with its 95% interval; each item's mean is kept
+    in its record (metrics.reasoning_tokens, what the gate pairs) beside every sample's count (None: a task
+    whose answers carry no trace)."""
+    if not any("reasoning" in s for s in samples):
+        return None
+    try:
+        tokenizer = _tokenizer(str(model_dir))
+    except (OSError, ValueError) as exc:
+        log.warning("reasoning lengths not counted: no tokenizer in %s (%s)", model_dir, exc)
+        return None
+    means = []
+    for record in samples:
+        counts = [len(tokenizer.encode(t, add_special_tokens=False)) if t else 0 for t in record.get("reasoning", [])]
+        answers = (record.get("resps") or [[]])[0]
+        record["reasoning_tokens"] = counts
+        record["answer_tokens"] = [len(tokenizer.encode(a, add_special_tokens=False)) if isinstance(a, str) else 0
+                                   for a in answers]
+        means.append(sum(counts) / len(counts) if counts else 0.0)
+        record["metrics"]["reasoning_tokens"] = means[-1]
+    return mean_ci(means)

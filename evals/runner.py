@@ -51,13 +51,20 @@ def evaluate_task(lm, task, lm_eval_dir: Path | None = None,
     item_errors.take()   # what an earlier, interrupted run left
     tracker = lm_eval_output.tracker(lm_eval_dir) if lm_eval_dir is not None else None
     options = {k: v for k, v in task.lm_eval_options().items() if k != "data_files"}
-    out = lm_eval.simple_evaluate(model=lm, tasks=[lm_eval_spec(task)], task_manager=task_manager(task.name),
-                                  limit=task.limit, log_samples=True,
-                                  confirm_run_unsafe_code=code_execution(task) != "host" or unisolated_permitted(),
-                                  bootstrap_iters=0, evaluation_tracker=tracker,
-                                  **options)   # lm-eval logs at our --verbosity (quant/logs.py)
-    summary, samples = summarise(out["samples"][task.name], out["configs"][task.name], task.name,
-                                 scoring_errors=item_errors.take())
+
+    def run():
+        return lm_eval.simple_evaluate(model=lm, tasks=[lm_eval_spec(task)], task_manager=task_manager(task.name),
+                                       limit=task.limit, log_samples=True,
+                                       confirm_run_unsafe_code=code_execution(task) != "host" or unisolated_permitted(),
+                                       bootstrap_iters=0, evaluation_tracker=tracker,
+                                       **options)   # lm-eval logs at our --verbosity (quant/logs.py)
+    if task.sampled:
+        from evals.sampled_runner import evaluate_sampled
+        summary, samples, out = evaluate_sampled(lm, task, run, summarise)
+    else:
+        out = run()
+        summary, samples = summarise(out["samples"][task.name], out["configs"][task.name], task.name,
+                                     scoring_errors=item_errors.take())
     if tracker is not None:
         lm_eval_output.save(tracker, out, model_name)
     return summary, samples

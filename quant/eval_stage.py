@@ -8,6 +8,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from rich.markup import escape
+
 from core.hashing import digest, file_digest, tree_digest, versions
 from core.memo import remembered
 from core.recipe import Task, Variant
@@ -32,8 +34,9 @@ def eval_key(ctx: SweepContext, task: Task, ckpt_key: str, backend: str, engine_
     data = {split: file_digest(Path(path)) for split, path in files.items()}
     engine = (digest(ctx.engine_key, engine_args or {}) if backend == "served"
               else digest(versions("transformers", "compressed-tensors"), ctx.inprocess_dtype))
+    sampling = (task.sampling_key(),) if task.sampled else ()
     return digest("eval", "lm-eval-files", ckpt_key, task.name, task_src, task.limit, options, data, backend,
-                  engine, versions("lm_eval"), f"scoring-{SCORING_VERSION}")
+                  engine, versions("lm_eval"), f"scoring-{SCORING_VERSION}", *sampling)
 
 
 class EvalStage:
@@ -65,7 +68,7 @@ class EvalStage:
             run_eval(self.ctx, session.lm, task, key, self.variant.name)
         except NotMeasurable as exc:
             self.not_measurable[task.key] = str(exc)
-            self.ctx.reporter.log(f"  {task.key}: not measurable on this engine ({exc})", style="yellow")
+            self.ctx.reporter.log(f"  {task.key}: not measurable on this engine ({escape(str(exc))})", style="yellow")
 
     def collect(self, record: dict) -> None:
         """Every task scored (a task the engine could not score, or not reached before a failure, is absent;
@@ -79,11 +82,12 @@ class EvalStage:
 
 
 def run_eval(ctx: SweepContext, lm, task: Task, key: str, model_name: str) -> None:
-    from evals.response_length import response_tokens   # a tokenizer and scipy: likewise
+    from evals.response_length import reasoning_tokens, response_tokens   # a tokenizer and scipy: likewise
     from evals.runner import evaluate_task   # lm-eval: a cached task never imports it
 
     size = task_facts.size(task.name)
     total = size if task.limit is None else min(task.limit, size or task.limit)
+    total = total * task.repeats if total else total   # a sampled task sends each item K times
     with ctx.reporter.bar(f"  eval {task.key}", total=total) as advance:
         if hasattr(lm, "progress"):
             lm.progress = advance
@@ -96,6 +100,8 @@ def run_eval(ctx: SweepContext, lm, task: Task, key: str, model_name: str) -> No
             lengths = response_tokens(samples, ctx.model_dir)
             if lengths:
                 summary["response_tokens"] = lengths
+            if traces := reasoning_tokens(samples, ctx.model_dir):
+                summary["reasoning_tokens"] = traces
             lm_eval_files = {f"{LM_EVAL}/{path.name}": path for path in Path(scratch).glob("*/*")}
             ctx.cache.save_json(STAGE_EVAL, key, summary, extra={"samples.jsonl": samples}, files=lm_eval_files)
     primary = summary["primary"]
@@ -106,8 +112,9 @@ def run_eval(ctx: SweepContext, lm, task: Task, key: str, model_name: str) -> No
 def collect_eval(ctx: SweepContext, key: str, task: str, record: dict, vdir: Path, backend: str) -> None:
     summary = ctx.cache.load_json(STAGE_EVAL, key)
     primary, lengths = summary["primary"], summary.pop("response_tokens", None)
+    apart = {k: summary.pop(k) for k in ("sampling", "reasoning_tokens") if k in summary}
     record["accuracy"][task] = {"metric": primary, **summary[primary], "backend": backend,
-                                "metrics": {m: v for m, v in summary.items() if m != "primary"}}
+                                "metrics": {m: v for m, v in summary.items() if m != "primary"}} | apart
     samples = ctx.cache.path(STAGE_EVAL, key) / "samples.jsonl"
     if lengths:
         record["accuracy"][task]["response_tokens"] = lengths

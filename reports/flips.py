@@ -47,11 +47,13 @@ class TaskFlips:
 
 def _text(value) -> str:
     """A response or filtered answer as text: a generation as it is, anything else (log-likelihoods of a
-    multiple-choice item, a list of answers) as compact JSON."""
+    multiple-choice item) as compact JSON, a sampled item's answers one after another."""
     while isinstance(value, list) and len(value) == 1:
         value = value[0]
     if value is None or value == {}:
         return ""
+    if isinstance(value, list) and value and all(isinstance(v, str) for v in value):   # a sampled item's K answers
+        return "\n".join(f"[sample {i}] {v}" for i, v in enumerate(value, 1))
     return value if isinstance(value, str) else json.dumps(value)
 
 

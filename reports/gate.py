@@ -14,6 +14,7 @@ from pydantic import ValidationError
 from core.recipe import Gates, RecipeError, locate, read_yaml, schema_problems
 from core.remote import RemoteError, is_url, pull_run
 from reports.gate_check import Check, GateInputError
+from reports.gate_reasoning import reasoning_checks
 from reports.gate_length import length_checks
 from reports.gate_perf import perf_checks
 from reports.gate_rules import EXIT, INCONCLUSIVE, MARGIN_TOLERANCE, PASS, REGRESSION, decide
@@ -286,6 +287,7 @@ def compare(baseline: dict, candidate: dict, policy: Gates, allow_partial_overla
     if not checks:
         raise GateInputError(f"{baseline['_path']}: baseline {baseline['name']} has no accuracy results")
     checks += length_checks(baseline, candidate, policy)
+    checks += reasoning_checks(baseline, candidate, policy, side_items)
     if caveat:   # a variant that cannot be served has no deployable perf to gate
         for check in checks:
             check.caveat, check.caveat_detail = caveat, detail + "; perf not gated"

@@ -5,10 +5,11 @@ window and a phone scrolls a table sideways rather than the page."""
 from __future__ import annotations
 
 import base64
-import html
 from pathlib import Path
 
+from core.foreign_text import html_text
 from core.results import Results
+from reports.sampled_table import SAMPLED_HEADERS, SAMPLED_NOTE, SAMPLED_TITLE, sampled_rows
 from reports.flips_html import anchor, flips_section
 from reports.markdown import (ACCURACY_HEADERS, CHECKPOINT_HEADERS, FOREIGN_LOAD_FOOTNOTE,
                               PERF_HEADERS, PLACEMENT_HEADERS, accuracy_cells, by_accuracy, checkpoint_rows, legend,
@@ -32,7 +33,7 @@ OUTCOME_MARK = {"pass": "✓", "regression": "✗", "inconclusive": "?", "cannot
 OUTCOME_CLASS = {"pass": "pass", "regression": "bad", "inconclusive": "warn", "cannot be deployed": "bad",
                  "cannot gate": "warn", "baseline": ""}
 
-e = html.escape
+e = html_text
 
 
 def _table(headers, rows: list[list[tuple[str, str]]], cls: str = "", row_classes: list[str] | None = None) -> str:
@@ -102,6 +103,9 @@ def render_html(results: Results, png: Path | None, run_dir: Path | None = None,
         parts.append(f"<section class='task'><h2>{e(task)} ({e(metric_of(results, task))})</h2>"
                      + _table(ACCURACY_HEADERS, [_accuracy_row(r) for r in rows], "accuracy",
                               ["pareto" if r.pareto else "" for r in rows]) + "</section>")
+    if sampled := sampled_rows(results):
+        parts.append(f"<section id='sampled'><h2>{SAMPLED_TITLE}</h2><p>{e(SAMPLED_NOTE)}</p>"
+                     + _table(SAMPLED_HEADERS, [_plain(row) for row in sampled], "sampled") + "</section>")
     if context_png and context_png.exists():
         data = base64.b64encode(context_png.read_bytes()).decode()
         parts.append(f"<section id='context'><h2>Accuracy by context length</h2><img alt='accuracy vs context "

@@ -1,11 +1,13 @@
 """A small OpenAI-compatible server on 127.0.0.1 for the hardening tests, serving `model` as it is told to: well,
-or with a fault injected on purpose (`mode`), and recording every request it gets (path, headers). Also a
+or with a fault injected on purpose (`mode`), or as a reasoning model (`reasoning-tags`: its trace between
+think tags in the text; `reasoning-field`: in a separate `reasoning` field), and recording every request it gets (path, headers). Also a
 proxy sink (it answers as the server would, to requests in a proxy's absolute form) and a private CA whose
 certificate lets the same server speak HTTPS."""
 
 from __future__ import annotations
 
 import datetime
+import gzip
 import json
 import ssl
 import threading
@@ -15,6 +17,15 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 MODEL = "served"
+INFLATED_BYTES = 96 * 2**20   # what the gzip-bomb mode's few kilobytes inflate to
+
+
+def gzip_bomb() -> bytes:
+    """INFLATED_BYTES of zeros, gzipped twice (`Content-Encoding: gzip, gzip`): a few kilobytes on the wire."""
+    if not hasattr(gzip_bomb, "body"):
+        zeros = gzip.compress(bytes(INFLATED_BYTES), compresslevel=9, mtime=0)
+        gzip_bomb.body = gzip.compress(zeros, compresslevel=9, mtime=0)
+    return gzip_bomb.body
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -44,6 +55,10 @@ class Handler(BaseHTTPRequestHandler):
             return self._trickle()
         if mode == "huge":
             return self._send(200, b" " * (2 * 2**20))
+        if mode == "gzip-bomb":
+            return self._send(200, gzip_bomb(), extra={"Content-Encoding": "gzip, gzip"})
+        if path == "/v1/models" and mode == "many-models":   # bait and switch: the model gone, 100,000 others
+            return self._json({"data": [{"id": f"model-{i:06d}"} for i in range(100_000)]})
         if path == "/v1/models":
             return self._json({"data": [{"id": MODEL, "owned_by": "x\x1b]52;c;aGk=\x07 [/bold]\n## heading",
                                          "max_model_len": 512}]})
@@ -57,16 +72,58 @@ class Handler(BaseHTTPRequestHandler):
         mode = self.server.mode
         if mode == "redirect":
             return self._send(307, b"", extra={"Location": self.server.redirect_to + urlsplit(self.path).path})
+        if mode.startswith("reasoning-"):
+            self.server.bodies.append(body)
+            return self._json({"choices": [self._reasoned(body, mode == "reasoning-field")]})
         if mode == "wrong-shape":
             return self._json({"choices": ["not a choice"]})
+        if mode == "gzip-bomb":
+            return self._send(200, gzip_bomb(), extra={"Content-Encoding": "gzip, gzip"})
+        if mode == "deep-json":
+            return self._send(200, b"[" * 100_000 + b"]" * 100_000)
+        if mode == "stall":   # headers, then nothing
+            return self._stall(body.get("stream"))
         if body.get("stream"):
-            usage = {"prompt_tokens": 2, "completion_tokens": 1e999 if mode == "infinite-usage" else 2}
+            claimed = {"infinite-usage": 1e999, "usage-lies": 999_999_999}.get(mode, 2)
+            usage = {"prompt_tokens": 2, "completion_tokens": claimed}
             chunks = [{"choices": [{"text": "a", "token_ids": [5]}]}, {"choices": [{"text": "b", "token_ids": [6]}]},
                       {"choices": [], "usage": usage}]
             text = "".join(f"data: {json.dumps(c)}\n\n" for c in chunks) + "data: [DONE]\n\n"
             return self._send(200, text.encode(), "text/event-stream")
+        if body.get("echo") and isinstance(body.get("prompt"), list):
+            # prompt log-probabilities, one entry more than the ids sent where the server adds a BOS
+            n = len(body["prompt"]) + (1 if mode == "adds-bos" else 0)
+            return self._json({"choices": [{"text": "", "logprobs": {
+                "tokens": ["t"] * n, "token_logprobs": [None] + [-0.5] * (n - 1),
+                "top_logprobs": [None] + [{"t": -0.5}] * (n - 1)}}]})
+        if mode == "lone-surrogate":
+            return self._send(200, b'{"choices": [{"text": " Par\\ud800is", "finish_reason": "length"}]}')
         self._json({"choices": [{"text": " Paris", "logprobs": None, "finish_reason": "length"}],
                     "usage": {"prompt_tokens": 5, "completion_tokens": 1}})
+
+    def _stall(self, stream: bool) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream" if stream else "application/json")
+        self.send_header("Content-Length", "100000")
+        self.end_headers()
+        self.wfile.flush()
+        time.sleep(30)
+
+
+    def _reasoned(self, body: dict, field: bool) -> dict:
+        """A reasoning model's answer to a demo_math item the server was given (`answers`: question -> N), its
+        trace holding the right answer: every fourth item's trace never closes (the budget ran out), and the
+        others answer right where the request's seed is even (a sampled answer), wrong where it is odd."""
+        questions = list(self.server.answers)
+        i = next(n for n, q in enumerate(questions) if q in body["prompt"])
+        right = self.server.answers[questions[i]]
+        trace = f"Let me think.\n\nStep by step: #### {right}" + " more" * i
+        if i % 4 == 3:
+            return ({"text": "", "reasoning": trace, "finish_reason": "length"} if field else
+                    {"text": f"<think>{trace}", "finish_reason": "length"})
+        answer = f" #### {right if body.get('seed', 0) % 2 == 0 else int(right) + 1}"
+        return ({"text": answer, "reasoning": trace, "finish_reason": "stop"} if field else
+                {"text": f"<think>{trace}</think>{answer}", "finish_reason": "stop"})
 
     def _trickle(self) -> None:
         self.send_response(200)
@@ -90,6 +147,7 @@ class Server:
         self.httpd.daemon_threads = True
         self.httpd.handle_error = lambda request, address: None   # a client that hung up (deadline, TLS refusal)
         self.httpd.mode, self.httpd.seen, self.httpd.redirect_to = mode, [], ""
+        self.httpd.answers, self.httpd.bodies = {}, []   # the reasoning modes: question -> answer; requests
         if tls is not None:
             self.httpd.socket = tls.wrap_socket(self.httpd.socket, server_side=True)
         scheme = "https" if tls else "http"

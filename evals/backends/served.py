@@ -1,7 +1,8 @@
 """An lm-eval LM on an OpenAI-compatible /v1/completions: every request in flight at once (bounded), retries
-with backoff, greedy. Generation sends text; scoring (loglikelihood, rolling loglikelihood, next-token top-k)
-sends token ids with `echo` and `max_tokens: 0`, so the engine returns the prompt's own logprobs. The ids are
-those lm-eval's `hf` backend scores for the same text (evals/tokens.py): the same items, the same numbers."""
+with backoff, greedy unless a task samples (then seeded per item and sample). Generation sends text; scoring
+(loglikelihood, rolling loglikelihood, next-token top-k) sends token ids with `echo` and `max_tokens: 0`, so the
+engine returns the prompt's own logprobs. The ids are those lm-eval's `hf` backend scores for the same text
+(evals/tokens.py): the same items, the same numbers."""
 
 from __future__ import annotations
 
@@ -15,9 +16,11 @@ import httpx
 from lm_eval.api.model import LM
 
 from core import http_policy
-from core.foreign_text import clean_text
+from core.foreign_text import capped, clean_text
 
 from evals.kl import TOP_K
+from evals.reasoning import Split, server_reasoning, split_server, split_tags
+from evals.sampling import seed_for
 from evals.tokens import encoder, prefix_token_id, rolling_ids, split_ids
 
 log = logging.getLogger(__name__)
@@ -52,7 +55,8 @@ class ServedLM(LM):
     likelihood request and top-k request raises NotMeasurable with it. `headers`: sent with every request."""
 
     def __init__(self, completions_url: str, model: str, tokenizer_dir: str | Path | None = None,
-                 concurrency: int = 32, max_retries: int = 4, timeout_s: float = 300.0, progress=None,
+                 concurrency: int = 32, max_retries: int = 4, timeout_s: float = http_policy.STALL_S,
+                 progress=None,
                  headers: dict[str, str] | None = None, unscorable: str | None = None,
                  deadline_s: float = 3600.0) -> None:
         super().__init__()
@@ -62,11 +66,15 @@ class ServedLM(LM):
         self.deadline_s = max(deadline_s, timeout_s)   # one request in all; timeout_s: one read
         self.progress = progress  # callable(n_done) or None
         self.cut_generations = 0   # prompts so long the context could not hold max_gen_toks more tokens
+        # A sampled task's repeat (evals/sampling.py): each request's seed then comes from its item and repeat
+        self.repeat: int | None = None
+        self.reasoning = None   # a task's core.recipe.Reasoning: how its answers mark their trace
+        self.traces: dict[int, Split] = {}   # doc_id -> the last answer's trace, where `reasoning` is set
 
     # -- what lm-eval asks of a model ---------------------------------------------------------------
 
     def generate_until(self, requests, disable_tqdm: bool = False) -> list[str]:
-        return self._run_all([self._generate(context, kwargs) for context, kwargs in (r.args for r in requests)])
+        return self._run_all([self._generate(*r.args, getattr(r, "doc_id", i)) for i, r in enumerate(requests)])
 
     def loglikelihood(self, requests, disable_tqdm: bool = False) -> list[tuple[float, bool]]:
         """Sum of the continuation's logprobs and whether greedy decoding would produce it."""
@@ -146,7 +154,8 @@ class ServedLM(LM):
         async def run() -> list:
             limits = httpx.Limits(max_connections=self.concurrency, max_keepalive_connections=self.concurrency)
             gate = asyncio.Semaphore(self.concurrency)
-            async with httpx.AsyncClient(timeout=self.timeout_s, limits=limits, headers=self.headers,
+            async with httpx.AsyncClient(timeout=self.timeout_s, limits=limits,
+                                         headers={**http_policy.ACCEPT_ENCODING, **self.headers},
                                          **http_policy.httpx_options(self.url)) as client:
                 self._client = client
 
@@ -163,7 +172,7 @@ class ServedLM(LM):
             for c in coroutines:   # those a Ctrl-C cancelled before they started: no "never awaited" warning
                 c.close()
 
-    async def _generate(self, context: str, gen_kwargs: dict) -> str:
+    async def _generate(self, context: str, gen_kwargs: dict, doc_id: int = 0) -> str:
         until = gen_kwargs.get("until") or []
         until = [until] if isinstance(until, str) else list(until)
         max_tokens = generation_budget(gen_kwargs)
@@ -176,8 +185,18 @@ class ServedLM(LM):
                 raise NotMeasurable(f"a prompt of {prompt_tokens} tokens leaves no room for an answer within "
                                     f"max_model_len {self.max_model_len}")
         body = {"prompt": context, "max_tokens": max_tokens, "temperature": float(gen_kwargs.get("temperature", 0.0)),
-                "stop": until[:MAX_SERVER_STOPS], "seed": 1234}
-        return truncate_at_stops((await self._post(body))["text"], until)
+                "stop": until[:MAX_SERVER_STOPS], "seed": 1234 if self.repeat is None else seed_for(doc_id, self.repeat)}
+        if "top_p" in gen_kwargs:
+            body["top_p"] = float(gen_kwargs["top_p"])
+        if self.reasoning is None:
+            return truncate_at_stops((await self._post(body))["text"], until)
+        body["stop"] = []   # a stop string inside the trace would end it: stops apply to the answer only
+        choice = await self._post(body)
+        text = choice.get("text") if isinstance(choice.get("text"), str) else ""
+        split = (split_server(text, server_reasoning(choice), choice.get("finish_reason"))
+                 if self.reasoning.source == "server" else split_tags(text, tuple(self.reasoning.tags), context))
+        self.traces[doc_id] = split
+        return truncate_at_stops(split.answer, until)
 
     def _generation_cut(self, prompt_tokens: int, wanted: int) -> None:
         self.cut_generations += 1
@@ -187,19 +206,42 @@ class ServedLM(LM):
                 self.max_model_len, " (further cuts logged at DEBUG)" if level == logging.WARNING else "")
 
     async def _prompt_logprobs(self, ids: list[int], k: int) -> dict:
-        return (await self._post({"prompt": ids, "max_tokens": 0, "echo": True, "logprobs": k,
-                                  "temperature": 0.0}))["logprobs"]
+        """The server's log-probabilities of the prompt `ids`, one entry per id sent: scored by position, an
+        array of another length (a server that adds a BOS or drops a token) would score the wrong tokens."""
+        lp = (await self._post({"prompt": ids, "max_tokens": 0, "echo": True, "logprobs": k,
+                                "temperature": 0.0})).get("logprobs")
+        if not isinstance(lp, dict):
+            raise MalformedAnswer(f"{self.url} answered no log-probabilities for an echoed prompt")
+        lengths = {len(a) if isinstance(a, list) else None for a in (lp.get("token_logprobs"), lp.get("top_logprobs"))}
+        if lengths != {len(ids)}:
+            found = ", ".join(sorted(str(n) for n in lengths if n is not None)) or "none"
+            raise NotMeasurable(f"prompt log-probabilities: the server returned {found} entries for the "
+                                f"{len(ids)} prompt tokens sent (it adds or drops tokens): they cannot be aligned")
+        return lp
 
     async def _continuation_logprob(self, ctx: list[int], cont: list[int]) -> tuple[float, bool]:
         lp = await self._prompt_logprobs(ctx + cont, 1)
         tail = range(len(ctx), len(ctx) + len(cont))
-        total = sum(lp["token_logprobs"][i] for i in tail)
-        greedy = all(lp["token_logprobs"][i] >= max(lp["top_logprobs"][i].values()) - 1e-6 for i in tail)
-        return total, greedy
+        token = [self._logprob(lp["token_logprobs"][i]) for i in tail]
+        tops = [self._top(lp["top_logprobs"][i]) for i in tail]
+        greedy = all(t >= max(top.values(), default=t) - 1e-6 for t, top in zip(token, tops))
+        return sum(token), greedy
 
     async def _continuation_topk(self, ctx: list[int], cont: list[int], k: int) -> list[dict[str, float]]:
         lp = await self._prompt_logprobs(ctx + cont, k)
-        return [dict(lp["top_logprobs"][i]) for i in range(len(ctx), len(ctx) + len(cont))]
+        return [self._top(lp["top_logprobs"][i]) for i in range(len(ctx), len(ctx) + len(cont))]
+
+    def _logprob(self, value) -> float:
+        """A log-probability from the server: a finite number <= 0 (a rounding hair above allowed), else the
+        answer is malformed."""
+        if type(value) not in (int, float) or not -1e6 < value <= 1e-3:
+            raise MalformedAnswer(f"{self.url} answered a log-probability of {clean_text(str(value))[:40]!r}")
+        return float(value)
+
+    def _top(self, entry) -> dict[str, float]:
+        if not isinstance(entry, dict):
+            raise MalformedAnswer(f"{self.url} answered top log-probabilities that are not a mapping")
+        return {str(token): self._logprob(value) for token, value in entry.items()}
 
     async def _post(self, body: dict) -> dict:
         body = {"model": self.model, **body}
@@ -209,8 +251,8 @@ class ServedLM(LM):
                 if status == 200:
                     return _choice(text, self.url)
                 if status < 500 and status != 429:  # our request is wrong (or a redirect, never followed): no retry
-                    raise RequestRejected(f"HTTP {status} from {self.url}: {clean_text(text[:300])}")
-                error = f"HTTP {status}: {clean_text(text[:200])}"
+                    raise RequestRejected(f"HTTP {status} from {self.url}: {clean_text(capped(text, 300))}")
+                error = f"HTTP {status}: {clean_text(capped(text, 200))}"
             except (httpx.TransportError, httpx.TimeoutException, asyncio.TimeoutError) as exc:
                 error = f"{type(exc).__name__}: {exc}"
             if attempt == self.max_retries:
@@ -220,15 +262,14 @@ class ServedLM(LM):
 
     async def _send(self, body: dict) -> tuple[int, str]:
         async with self._client.stream("POST", self.url, json=body) as response:
-            content = await http_policy.read_capped_async(response.aiter_bytes())
+            content = await http_policy.read_body(response)
             return response.status_code, content.decode("utf-8", "replace")
 
 
 def _choice(text: str, url: str) -> dict:
     """The first choice of a completion; MalformedAnswer where the server's answer is not one."""
-    import json
     try:
-        choice = json.loads(text)["choices"][0]
+        choice = http_policy.parse_json(text)["choices"][0]
     except (ValueError, KeyError, IndexError, TypeError):
         choice = None
     if not isinstance(choice, dict):
