@@ -3,6 +3,7 @@
     DIR/results.json  pareto.md  pareto.png  report.html  report.png  perf.csv
     DIR/variants/<variant>/
         server.log  quantize.log  accuracy.jsonl
+        errors.log                               items that failed in scoring, a failed measurement (tracebacks)
         evals/<task>.jsonl                       per-item records of each task
         lm_eval/<model>/                         lm-eval's own results and samples files
         perf/<workload>.jsonl                    per-request records
@@ -36,6 +37,10 @@ class VariantLayout:
     @property
     def quantize_log(self) -> Path:
         return self.root / "quantize.log"
+
+    @property
+    def errors_log(self) -> Path:
+        return self.root / "errors.log"
 
     @property
     def accuracy(self) -> Path:

@@ -7,6 +7,8 @@ answers from them, and runs a program itself only if it was not prefetched.
 An outcome is kept for the life of the process, keyed by the program's exact text and the sandbox it ran in:
 the variants of a sweep mostly write the same programs (a quantized model repeats most of its baseline's
 answers), and each is run once. A timeout is not kept: it can be the machine's load rather than the program's.
+A program whose run raises on the host (text that cannot be written as UTF-8, say) is not kept either: `passed`
+runs it again and its item fails with the reason (evals/item_errors.py), never the task.
 """
 
 from __future__ import annotations
@@ -18,8 +20,9 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
+from evals import item_errors
 from evals.execute import ExecResult, run_program
-from evals.sandbox import capabilities, require_isolation
+from evals.sandbox import IsolationRequired, capabilities, require_isolation
 from evals.scoring_names import defined_names, free_names
 
 _known: dict[str, bool] = {}        # program and sandbox -> passed, for each program this process ran to its end
@@ -74,12 +77,23 @@ def workers() -> int:
     return max(1, min(16, 2 * len(os.sched_getaffinity(0))))
 
 
+def _run_or_none(key: str, program: Program) -> bool | None:
+    """None where running it raised: `passed` runs it again, on its item's behalf."""
+    try:
+        return _run(key, program)
+    except IsolationRequired:
+        raise
+    except Exception:  # noqa: BLE001 - one program must not end the others' runs
+        return None
+
+
 def prefetch(programs: list[Program]) -> None:
     todo = {key: p for key, p in ((_key(p), p) for p in programs) if key not in _known}
     if len(todo) < 2:
         return
     with ThreadPoolExecutor(workers()) as pool:
-        _prefetched.update(zip(todo, pool.map(_run, todo, todo.values())))
+        outcomes = zip(todo, pool.map(_run_or_none, todo, todo.values()))
+        _prefetched.update((key, ok) for key, ok in outcomes if ok is not None)
 
 
 def passed(program: Program) -> float:
@@ -92,10 +106,18 @@ def passed(program: Program) -> float:
 def task_functions(program_of: Callable[[dict, str], Program]):
     """(prefetch, process_results) for a code task's utils.py: an lm-eval `custom` filter_fn that leaves the
     responses as they are and runs all their programs at once, and pass@1 per document."""
+    def programs(resps: list[list[str]], docs: list[dict]):
+        for rs, doc in zip(resps, docs):
+            for r in rs:
+                try:
+                    yield program_of(doc, r)
+                except Exception:  # noqa: BLE001 - process_results meets it again and fails that item
+                    continue
+
     def prefetch_filter(resps: list[list[str]], docs: list[dict]) -> list[list[str]]:
-        prefetch([program_of(doc, r) for rs, doc in zip(resps, docs) for r in rs])
+        prefetch(list(programs(resps, docs)))
         return resps
 
     def process_results(doc: dict, results: list[str]) -> dict[str, float]:
         return {"pass@1": passed(program_of(doc, results[0]))}
-    return prefetch_filter, process_results
+    return prefetch_filter, item_errors.guarded(process_results, ("pass@1",), not_the_items=(IsolationRequired,))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+from evals import item_errors
 from evals.registry import code_execution, lm_eval_spec, task_manager
 from evals.task_facts import primary_metric
 from evals.sandbox import unisolated_permitted
@@ -47,6 +48,7 @@ def evaluate_task(lm, task, lm_eval_dir: Path | None = None,
 
     from evals import lm_eval_output
 
+    item_errors.take()   # what an earlier, interrupted run left
     tracker = lm_eval_output.tracker(lm_eval_dir) if lm_eval_dir is not None else None
     options = {k: v for k, v in task.lm_eval_options().items() if k != "data_files"}
 
@@ -61,7 +63,8 @@ def evaluate_task(lm, task, lm_eval_dir: Path | None = None,
         summary, samples, out = evaluate_sampled(lm, task, run, summarise)
     else:
         out = run()
-        summary, samples = summarise(out["samples"][task.name], out["configs"][task.name], task.name)
+        summary, samples = summarise(out["samples"][task.name], out["configs"][task.name], task.name,
+                                     scoring_errors=item_errors.take())
     if tracker is not None:
         lm_eval_output.save(tracker, out, model_name)
     return summary, samples
@@ -88,14 +91,18 @@ def _gold_continuation(sample: dict) -> str | None:
     return pair[1] if len(pair) == 2 and isinstance(pair[1], str) else None
 
 
-def summarise(raw: list[dict], config: dict, task_name: str) -> tuple[dict, list[dict]]:
-    """lm-eval's logged samples (one per document and filter) -> (summary, one record per document)."""
+def summarise(raw: list[dict], config: dict, task_name: str,
+              scoring_errors: dict[str, str] | None = None) -> tuple[dict, list[dict]]:
+    """lm-eval's logged samples (one per document and filter) -> (summary, one record per document).
+    scoring_errors: doc_hash -> why that item's scoring raised (evals/item_errors.py), kept in its record."""
     filters = list(dict.fromkeys(s["filter"] for s in raw))
     names = _metric_names(config, filters)
     by_doc: dict[int, dict] = {}
     for s in raw:  # one logged sample per document and filter
         record = by_doc.setdefault(s["doc_id"], {k: s.get(k) for k in SAMPLE_KEYS} | {
             "prompt": _prompt(s), "filtered_resps": {}, "metrics": {}})
+        if scoring_errors and s.get("doc_hash") in scoring_errors:
+            record["scoring_error"] = scoring_errors[s["doc_hash"]]
         if (gold := _gold_continuation(s)) is not None:
             record["gold_continuation"] = gold
         record["filtered_resps"][s["filter"]] = s.get("filtered_resps")

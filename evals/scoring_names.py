@@ -9,6 +9,11 @@ A name the tests read and do not bind themselves is, in this order:
 - a builtin: the builtin, as it was before the program ran;
 - a standard-library module: that module, imported by the harness before the program ran;
 - anything else: the program's (a function whose results must be plain values, or itself a plain value).
+
+The parser runs under a lock: CPython 3.11's ast module keeps its recursion count per interpreter, not per
+thread, so two threads parsing at once (code scoring runs programs from a pool) can make either raise
+`SystemError: AST constructor recursion depth mismatch`. A plan is remembered by its arguments (the same tests
+come back for every variant).
 """
 
 from __future__ import annotations
@@ -17,9 +22,18 @@ import ast
 import builtins
 import symtable
 import sys
+import threading
+from functools import lru_cache
 
 # Standard-library modules the harness never imports on a test's behalf (importing them has effects).
 NOT_IMPORTED = frozenset({"this", "antigravity"})
+_parsing = threading.Lock()
+
+
+def parse(code: str, mode: str = "exec") -> ast.AST:
+    """ast.parse, one thread at a time (see above)."""
+    with _parsing:
+        return ast.parse(code, mode=mode)
 
 
 def _tables(table: symtable.SymbolTable):
@@ -31,7 +45,8 @@ def _tables(table: symtable.SymbolTable):
 def free_names(tests: str) -> list[str]:
     """The global names the tests read and never bind (so the namespace they run in must provide them)."""
     try:
-        top = symtable.symtable(tests, "<tests>", "exec")
+        with _parsing:
+            top = symtable.symtable(tests, "<tests>", "exec")
     except (SyntaxError, ValueError):
         return []
     bound, read = set(), set()
@@ -48,7 +63,7 @@ def free_names(tests: str) -> list[str]:
 def imported_modules(tests: str) -> list[str]:
     """The modules the tests import (absolute imports, by their full names)."""
     try:
-        tree = ast.parse(tests)
+        tree = parse(tests)
     except (SyntaxError, ValueError):
         return []
     found = set()
@@ -63,13 +78,14 @@ def imported_modules(tests: str) -> list[str]:
 def defined_names(code: str) -> tuple[list[str], list[str]]:
     """(functions, classes) a reference solution defines at its top level."""
     try:
-        tree = ast.parse(code)
+        tree = parse(code)
     except (SyntaxError, ValueError):
         return [], []
     functions = [n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
     return functions, [n.name for n in tree.body if isinstance(n, ast.ClassDef)]
 
 
+@lru_cache(maxsize=4096)
 def plan(tests: str, entry_points: tuple[str, ...] = (), classes: tuple[str, ...] = ()) -> dict:
     """What the harness needs to build the tests' namespace: the names the tests read, which of them are the
     program's by declaration (functions; `classes` handed over as they are), and the standard-library modules

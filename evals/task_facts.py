@@ -11,7 +11,8 @@ SHIPPED_DATA = "test.jsonl"   # a task shipped with its data keeps it beside its
 # The metric a task is ranked and gated on; any other task uses its first metric under its first filter.
 PRIMARY_METRIC = {"demo_code": "pass@1", "demo_math": "exact_match", "demo_extraction": "field_f1",
                   "humaneval": "pass@1", "mbpp": "pass@1", "extraction": "field_f1",
-                  "humaneval_instruct": "pass@1", "mbpp_instruct": "pass@1", "math_chat": "exact_match"}
+                  "humaneval_instruct": "pass@1", "mbpp_instruct": "pass@1", "math_chat": "exact_match",
+                  "math_open": "exact_match", "extraction_json": "field_f1"}
 
 
 class TaskError(ValueError):

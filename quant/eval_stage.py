@@ -14,10 +14,11 @@ from core.hashing import digest, file_digest, tree_digest, versions
 from core.memo import remembered
 from core.recipe import Task, Variant
 from core.store import copy_file
-from core.run_layout import LM_EVAL_DIR as LM_EVAL
+from core.run_layout import LM_EVAL_DIR as LM_EVAL, VariantLayout
 from evals import task_facts
 from evals.tokens import SCORING_VERSION
 from quant.context import Checkpoint, Session, SweepContext
+from quant.logs import kept_in
 
 STAGE_EVAL = "evals"
 
@@ -91,7 +92,9 @@ def run_eval(ctx: SweepContext, lm, task: Task, key: str, model_name: str) -> No
         if hasattr(lm, "progress"):
             lm.progress = advance
         started = time.time()
-        with tempfile.TemporaryDirectory(prefix="quant-lm-eval-") as scratch:
+        errors_log = VariantLayout(ctx.variant_dir(model_name)).errors_log
+        errors_log.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(prefix="quant-lm-eval-") as scratch, kept_in(errors_log, "evals.item_errors"):
             summary, samples = evaluate_task(lm, task, lm_eval_dir=Path(scratch), model_name=model_name)
             summary["eval_seconds"] = round(time.time() - started, 2)
             lengths = response_tokens(samples, ctx.model_dir)

@@ -7,9 +7,11 @@ at the default level, WARNING; routine chatter (per-request HTTP lines, file loc
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import sys
+from pathlib import Path
 
 LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 DEFAULT = "WARNING"
@@ -82,3 +84,32 @@ def _transformers_follows(level: int) -> None:
     if "transformers" in sys.modules:
         from transformers.utils import logging as hf_logging
         hf_logging.set_verbosity(level)
+
+
+@contextlib.contextmanager
+def kept_in(path: Path, *names: str):
+    """While the block runs, every record of these loggers, DEBUG and tracebacks included, is also appended to
+    `path` (created at the first record); the console keeps its own level."""
+    handler = logging.FileHandler(path, encoding="utf-8", errors="backslashreplace", delay=True)
+    handler.setFormatter(logging.Formatter("%(asctime)s " + FORMAT))
+    loggers = [logging.getLogger(name) for name in names]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.addHandler(handler)
+        logger.setLevel(logging.DEBUG)
+    try:
+        yield
+    finally:
+        for logger, level in zip(loggers, levels):
+            logger.removeHandler(handler)
+            logger.setLevel(level)
+        handler.close()
+
+
+def append_traceback(path: Path, heading: str, exc: BaseException) -> None:
+    """`heading`, then the exception's full traceback, appended to `path`."""
+    import traceback
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a", encoding="utf-8", errors="backslashreplace") as f:
+        f.write(f"{heading}\n{''.join(traceback.format_exception(exc))}\n")

@@ -20,7 +20,7 @@ from core.hashing import tree_digest
 from core.recipe import Recipe, RecipeError, Variant
 from core.remote import Location, locate
 from core.results import SCHEMA_VERSION, Results, VariantRecord, first_problem
-from core.run_layout import RunLayout
+from core.run_layout import RunLayout, VariantLayout
 from core.store import Cache, read_json, remove_leftovers, write_json
 from evals import sandbox
 from evals.validate import check_code_isolation
@@ -33,6 +33,7 @@ from quant.gpu_pin import pinned
 from quant.endpoint_probe import probe_endpoints
 from quant.engine_notes import record_engine_notes
 from quant.inprocess_plan import sweep_device
+from quant.logs import append_traceback
 from quant.measure import measure_variant
 from quant.measure_endpoint import run_endpoint_variant, run_llamacpp_variant
 from quant.models import resolve_model
@@ -317,6 +318,7 @@ def _run_pinned(ctx: SweepContext, variant: Variant) -> dict:
     except Exception as exc:  # noqa: BLE001 - one variant's failure must not end the sweep
         ctx.reporter.log(f"  [red]{type(exc).__name__}[/red]: {escape(str(exc))}")
         record.update(status="failed", reason=f"measurement: {type(exc).__name__}: {str(exc)[:300]}")
+        append_traceback(VariantLayout(ctx.variant_dir(variant.name)).errors_log, "the measurement failed:", exc)
     finally:
         record_engine_notes(ctx, variant, checkpoint, server_log, seen, record)
         if ctx.out_remote and ctx.variant_dir(variant.name).is_dir():   # for the driver, wherever this ran

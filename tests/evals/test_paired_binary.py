@@ -133,3 +133,19 @@ def test_the_benchmarks_newcombe_reference_is_newcombes_published_interval():
 
     low, high = newcombe(np.float64(59), np.float64(16), np.float64(6), np.float64(80))
     assert (round(float(low), 4), round(float(high), 4)) == (-0.1186, -0.0046)
+
+
+def test_the_smallest_drop_called_a_regression_is_the_gates_own_verdict():
+    """benchmarks/detectable_drop.py (docs/deciding.md's table): at 20 items and nothing gained, 6 lost is the
+    first drop exact McNemar calls significant (p 0.031; 5 lost: 0.0625), and the gate's `decide` agrees on
+    both sides of every row it prints."""
+    from benchmarks.detectable_drop import smallest_regression
+    assert smallest_regression(20, 0, 0.05) == (6, 0.3)
+    for n, gained in ((40, 2), (80, 8), (164, 8)):
+        lost, drop = smallest_regression(n, gained, 0.05)
+        verdicts = []
+        for k in (lost - 1, lost):
+            low, high = paired_binary_interval(k, gained, n)
+            verdicts.append(decide("significant", (k - gained) / n, -float(high), -float(low), n, 0.05, 0,
+                                   0.95, test="exact McNemar", p=mcnemar_exact(k, gained)).outcome)
+        assert verdicts[1] == REGRESSION and verdicts[0] != REGRESSION

@@ -132,3 +132,28 @@ def test_start_up_warnings_are_one_line_unless_they_change_what_is_measured(tmp_
     lines = [r.getMessage() for r in caplog.records]
     assert reported == kept and len(lines) == 4
     assert "4 other warning(s), none that changes what is measured" in lines[-1] and "server.log" in lines[-1]
+
+
+def test_an_item_that_broke_its_scorer_is_a_warning_and_its_traceback_goes_to_the_variants_log(tmp_path, capsys):
+    from evals import item_errors
+    from quant.logs import configure, kept_in
+
+    configure(logging.WARNING)
+    try:
+        def scores(doc, results):
+            return {"exact_match": float(results[0].encode() == b"4")}
+        process = item_errors.guarded(scores, ("exact_match",))
+        with kept_in(tmp_path / "errors.log", "evals.item_errors"):
+            assert process({"q": 1}, ["4"]) == {"exact_match": 1.0}
+            assert process({"q": 2}, ["4 \udcff"]) == {"exact_match": 0.0}
+        process({"q": 3}, ["\udcff"])   # after the block: not in this variant's log
+        log = (tmp_path / "errors.log").read_text()
+        assert log.count("an item failed in scoring (scored 0): UnicodeEncodeError") == 1
+        assert "Traceback (most recent call last)" in log and "in scores" in log
+        err = capsys.readouterr().err
+        assert err.count("an item failed in scoring") == 2 and "Traceback" not in err   # the console: one line each
+        failed = item_errors.take()   # by doc_hash: what evals/runner.py puts in each item's record
+        assert len(failed) == 2 and all(r.startswith("UnicodeEncodeError: ") for r in failed.values())
+    finally:
+        configure(logging.WARNING)
+        item_errors.take()

@@ -57,6 +57,9 @@ def test_a_sweep_on_a_standin_engine_records_caches_and_goes_on(tmp_path, standi
     variants = results["variants"]
     assert {name: v["status"] for name, v in variants.items()} == {"bf16": "ok", "theirs": "ok", "broken": "failed"}
     assert variants["broken"]["reason"].startswith("measurement:") and "HTTP 400" in variants["broken"]["reason"]
+    errors_log = (run / "variants" / "broken" / "errors.log").read_text()   # the whole traceback, for a bug report
+    assert errors_log.startswith("the measurement failed:\nTraceback (most recent call last)")
+    assert "HTTP 400" in errors_log
     for name in ("bf16", "theirs"):
         accuracy = variants[name]["accuracy"]["demo_math"]
         assert accuracy["n"] == 4 and accuracy["backend"] == "served" and 0 <= accuracy["value"] <= 1

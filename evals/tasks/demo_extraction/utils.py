@@ -1,6 +1,6 @@
 from pathlib import Path
 
-from evals import extraction_scoring
+from evals import extraction_scoring, item_errors
 from evals.registry import local_test_split
 
 HERE = Path(__file__).resolve().parent
@@ -14,5 +14,8 @@ def doc_to_text(doc):
     return extraction_scoring.prompt_of(doc)
 
 
-def process_results(doc, results):
+def scores(doc, results):
     return extraction_scoring.score(doc, results[0])
+
+
+process_results = item_errors.guarded(scores, ("field_f1", "json_valid", "exact_match"))

@@ -1,6 +1,6 @@
 import json
 
-from evals import extraction_scoring
+from evals import extraction_scoring, item_errors
 
 
 def needs_data_files(**kwargs):
@@ -16,7 +16,10 @@ def doc_to_target(doc):
     return json.dumps(extraction_scoring.gold_of(doc))
 
 
-def process_results(doc, results):
+def scores(doc, results):
     scores = extraction_scoring.score(doc, results[0])
     scores.setdefault("schema_valid", scores["json_valid"])  # no schema: any JSON object conforms
     return scores
+
+
+process_results = item_errors.guarded(scores, ("field_f1", "json_valid", "exact_match", "schema_valid"))
