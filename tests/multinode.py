@@ -310,6 +310,19 @@ class FaultRelay:
         self.server.server_close()
 
 
+def through_relay(monkeypatch, server: S3Server, relay: FaultRelay, mirrors: Path) -> None:
+    """This process's clients reach the bucket through the relay, one attempt per request, mirroring into mirrors;
+    the relay's faults and log cleared."""
+    for name, value in {**server.env(), "AWS_ENDPOINT_URL": relay.endpoint, "AWS_MAX_ATTEMPTS": "1",
+                        "AWS_RETRY_MODE": "standard", "QUANT_MIRROR_DIR": str(mirrors)}.items():
+        monkeypatch.setenv(name, value)
+    import s3fs
+
+    s3fs.S3FileSystem.clear_instance_cache()   # a client made for another test's settings is not reused
+    relay.faults.clear()
+    relay.seen.clear()
+
+
 def cut_short(status: int, headers: list, body: bytes) -> tuple:
     """A 200 with half the body and no checksum header: nothing in the answer says it is short."""
     return status, [(k, v) for k, v in headers if not k.lower().startswith("x-amz-checksum")], body[:len(body) // 2]

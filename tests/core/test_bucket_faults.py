@@ -11,7 +11,7 @@ import pytest
 
 from core.remote import Remote, RemoteError, pull_run
 from core.store import Cache
-from tests.multinode import FaultRelay, S3Server, cut_short
+from tests.multinode import FaultRelay, S3Server, cut_short, through_relay
 
 BUCKET = S3Server.BUCKET
 
@@ -28,17 +28,8 @@ def s3():
 
 
 @pytest.fixture(autouse=True)
-def through_relay(s3, monkeypatch, tmp_path):
-    """Every client reaches the bucket through the relay, one attempt per request; each test its own mirror."""
-    server, relay = s3
-    for name, value in {**server.env(), "AWS_ENDPOINT_URL": relay.endpoint, "AWS_MAX_ATTEMPTS": "1",
-                        "AWS_RETRY_MODE": "standard", "QUANT_MIRROR_DIR": str(tmp_path / "mirrors")}.items():
-        monkeypatch.setenv(name, value)
-    import s3fs
-
-    s3fs.S3FileSystem.clear_instance_cache()   # a client made for another test's settings is not reused
-    relay.faults.clear()
-    relay.seen.clear()
+def relayed(s3, monkeypatch, tmp_path):
+    through_relay(monkeypatch, *s3, tmp_path / "mirrors")
 
 
 def put(server: S3Server, key: str, body: bytes | str) -> None:
