@@ -143,6 +143,7 @@ class Remote:
         path = self._abs(rel)
         with self._answering(f"reading {rel}"):
             try:
+                self.fs.invalidate_cache(path)   # the size and version now, not those of an earlier listing
                 info = self.fs.info(path)
                 data = self.fs.cat_file(path)
             except FileNotFoundError as exc:
@@ -171,6 +172,7 @@ class Remote:
             except FileNotFoundError:
                 raise
             except OSError:   # a precondition that did not hold reads as EINVAL (If-Match) or FileExistsError
+                self.fs.invalidate_cache(path)
                 try:
                     now = self.fs.info(path).get("ETag")
                 except FileNotFoundError:
@@ -253,6 +255,7 @@ class Remote:
         """Every key is checked before the first byte is downloaded: one the suite would never write (an empty
         part, `..`) refuses the folder, and nothing of it lands in the mirror."""
         base = self._abs(rel)
+        self.fs.invalidate_cache(base)
         wanted = []
         for remote_path, info in sorted(self.fs.find(base, detail=True).items()):
             if remote_path == base:

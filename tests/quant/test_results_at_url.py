@@ -12,7 +12,6 @@ from core.recipe import parse_recipe
 from core.remote import Remote, RemoteError
 from quant.context import new_record
 from quant.progress import Reporter
-from quant.results_writer import ResultsWriter
 from quant.sweep import _load_previous, run_sweep
 from tests.helpers import DEMO_MODEL
 from tests.multinode import FaultRelay, S3Server, cut_short, through_relay
@@ -57,6 +56,8 @@ class Sweep:
         self.recipe = parse_recipe(RECIPE)
         self.out = tmp_path / name
         self.results = _load_previous(self.out, self.recipe)
+        from quant.results_writer import ResultsWriter
+
         self.writer = ResultsWriter(self.out, Remote(url), {v.name for v in self.recipe.variants})
 
     def take(self, name: str, reason: str) -> None:
@@ -129,9 +130,10 @@ def test_a_results_json_read_back_cut_short_stops_an_only_rerun_and_is_kept(s3, 
     """200 with half the body and no checksum header, at the start of a `--only` re-run: the sweep stops (the
     CLI's exit 2) before any work, and the earlier variants' records are still there."""
     server, relay = s3
-    earlier = Sweep(tmp_path, f"s3://{BUCKET}/cut/run", "earlier")
-    for name in ("bf16", "theirs", "theirs-wrong3"):
-        earlier.take(name, "earlier")
+    recipe = parse_recipe(RECIPE)
+    earlier = _load_previous(tmp_path / "earlier", recipe)
+    earlier["variants"] = {v.name: new_record(v, "failed", "earlier") for v in recipe.variants}
+    server.client.put_object(Bucket=BUCKET, Key="cut/run/results.json", Body=json.dumps(earlier).encode())
     relay.fail("GET", "cut/run/results.json", cut_short)
     with pytest.raises(RemoteError, match=r"results.json came back with \d+ of its \d+ bytes"):
         rerun(tmp_path, f"s3://{BUCKET}/cut/run")
