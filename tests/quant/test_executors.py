@@ -72,8 +72,10 @@ def stand_in(ctx, variant) -> dict:
         os._exit(1)
     if variant.name.startswith("crash-always"):
         os._exit(1)
-    if variant.name.startswith("no-bucket"):
+    no_bucket_marker = log / f"no-bucket-{variant.name}"
+    if variant.name.startswith("no-bucket") and not (variant.name.endswith("-once") and no_bucket_marker.exists()):
         from core.remote import RemoteError
+        no_bucket_marker.touch()
         raise RemoteError("s3://gone/cache: cannot reach it (EndpointConnectionError: Could not connect)")
     perf, met = {}, False
     if variant.name.startswith("perf"):
@@ -147,6 +149,19 @@ def test_a_node_that_cannot_use_the_bucket_is_the_variants_reason_in_one_clean_l
     assert records["no-bucket"]["status"] == "failed" and records["base"]["status"] == "ok"
     assert reason.startswith("worker: node ") and "s3://gone/cache: cannot reach it" in reason, reason
     assert "\n" not in reason and "\x1b" not in reason and "Ray" not in reason, reason
+
+
+def test_a_variant_whose_node_cannot_use_the_bucket_is_submitted_again_where_another_node_is_chosen(
+        cluster, tmp_path, monkeypatch):
+    """One node here: the choice of "another" node is made to name it, so the second attempt (which reaches the
+    bucket) runs there, placed by the driver."""
+    import quant.executors.ray as on_ray
+
+    chosen = []
+    monkeypatch.setattr(on_ray, "another_node", lambda nodes, resources, avoid: chosen.append(set(avoid)) or
+                        next(n["NodeID"] for n in nodes if n.get("Alive")))
+    records = sweep(recipe(**{"no-bucket-once": {}}), tmp_path)
+    assert records["no-bucket-once"]["status"] == "ok" and len(chosen) == 1 and len(chosen[0]) == 1
 
 
 def test_a_variant_whose_node_cannot_use_the_bucket_goes_to_another_node():
