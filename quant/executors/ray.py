@@ -65,8 +65,9 @@ def _largest_node_gpus() -> float:
 
 
 class NodeStorageError(Exception):
-    """Raised in a task whose node cannot use the run's or the cache's bucket: the driver re-runs the variant on
-    another node. Its message is one line naming the bucket."""
+    """What a task whose node cannot use the run's or the cache's bucket returns (returned, not raised: Ray would
+    print a raised one's traceback on the driver's console): the driver re-runs the variant on another node. Its
+    message is one line naming the node and the bucket."""
 
     def __init__(self, message: str, node_id: str) -> None:
         super().__init__(message)
@@ -76,13 +77,14 @@ class NodeStorageError(Exception):
         return NodeStorageError, (str(self), self.node_id)
 
 
-def _variant_task(ctx, variant: Variant, run_one, permit_unisolated: bool, quiet: bool = False) -> tuple[dict, dict]:
+def _variant_task(ctx, variant: Variant, run_one, permit_unisolated: bool,
+                  quiet: bool = False) -> tuple[dict, dict] | NodeStorageError:
     """Runs on a worker: the variant's pipeline, with a reporter of its own (Ray forwards it to the driver)."""
     try:
         return _run_here(ctx, variant, run_one, permit_unisolated, quiet)
     except RemoteError as exc:
-        raise NodeStorageError(f"node {ray.util.get_node_ip_address()}: {exc}",
-                               ray.get_runtime_context().get_node_id()) from None
+        return NodeStorageError(f"node {ray.util.get_node_ip_address()}: {exc}",
+                                ray.get_runtime_context().get_node_id())
 
 
 def _run_here(ctx, variant: Variant, run_one, permit_unisolated: bool, quiet: bool) -> tuple[dict, dict]:
@@ -180,21 +182,21 @@ def run_ray(ctx, variants: list[Variant], execution: Execution, run_one) -> Iter
     def finished(ref) -> tuple[Variant, dict] | None:
         variant, resources = pending.pop(ref)
         try:
-            record, reference = ray.get(ref)
+            got = ray.get(ref)
         except TaskCancelledError:
             raise KeyboardInterrupt from None
         except RayError as exc:
-            cause = getattr(exc, "cause", None)
-            if not isinstance(cause, NodeStorageError):
-                return variant, new_record(variant, "failed", _reason(exc, execution.retries))
+            return variant, new_record(variant, "failed", _reason(exc, execution.retries))
+        if isinstance(got, NodeStorageError):
             tried = avoided.setdefault(variant.name, set())
-            tried.add(cause.node_id)
+            tried.add(got.node_id)
             elsewhere = another_node(ray.nodes(), resources, tried) if len(tried) <= execution.retries else None
             if elsewhere is None:
-                return variant, new_record(variant, "failed", f"worker: {clean_text(str(cause))}")
-            ctx.reporter.log(f"{variant.name}: {clean_text(str(cause))}; again on another node")
+                return variant, new_record(variant, "failed", f"worker: {clean_text(str(got))}")
+            ctx.reporter.log(f"{variant.name}: {clean_text(str(got))}; again on another node")
             submit(variant, resources, node=elsewhere)
             return None
+        record, reference = got
         ctx.kl_reference.update(reference)
         return variant, record
 
