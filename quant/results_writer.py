@@ -66,8 +66,10 @@ class ResultsWriter:
             raise RemoteError(f"{self.remote.url}: another sweep wrote a run of recipe {theirs.recipe_name!r} there "
                               f"meanwhile; it is not replaced (choose another --out)")
         for name, record in theirs.variants.items():
-            if name in self.variants and name not in self.mine:
+            if name in self.variants and name not in self.mine and results["variants"].get(name) != record.dump():
                 results["variants"][name] = record.dump()
+                # its per-item files too: this sweep's reports compare it item by item
+                self.remote.download_dir(f"variants/{name}", RunLayout(self.out).variant(name).root)
         if results["baseline"] not in self.mine and theirs.baseline_zero_tasks is not None:
             results["baseline_zero_tasks"] = theirs.baseline_zero_tasks
 

@@ -75,10 +75,13 @@ def test_two_sweeps_on_one_out_merge_their_variants(s3, tmp_path):
     one.take("bf16", "one's")
     two.take("bf16", "two's")
     one.take("theirs", "one's")
+    server.client.put_object(Bucket=BUCKET, Key="merge/run/variants/theirs/evals/demo_math.jsonl", Body=b"{}\n")
     two.take("theirs-wrong3", "two's")
     variants = held(server, "merge/run/results.json")["variants"]
     assert {name: r["reason"] for name, r in variants.items()} == {
         "bf16": "two's", "theirs": "one's", "theirs-wrong3": "two's"}
+    # the other sweep's variant comes with its per-item files: this one's reports compare it item by item
+    assert (two.out / "variants" / "theirs" / "evals" / "demo_math.jsonl").read_text() == "{}\n"
 
 
 def test_a_write_between_a_sweeps_read_and_its_write_is_merged_not_lost(s3, tmp_path, monkeypatch):
