@@ -2,6 +2,8 @@
 
     python benchmarks/gpu_check.py --out DIR [--skip-big] [--device cuda]
 
+0. host: what nvidia-smi lists and what the suite reads of it (the GPUs a variant may be given, the driver,
+   the processes on them); machine: torch, transformers and whether torch sees CUDA.
 1. memory: a server-shaped process tree (a parent whose child holds device memory, like vLLM's API
    server and engine core) measured by perf/engines/process.py: by PID from nvidia-smi, and by the growth
    of used memory (the fallback where PIDs are not visible), against what the child itself allocated.
@@ -53,18 +55,26 @@ def step(out: Path, name: str, fn) -> dict:
     return result
 
 
-def machine() -> dict:
-    import subprocess
+def host() -> dict:
+    """The host as nvidia-smi lists it, and as the suite reads it (perf/engines/gpus.py): what a variant's GPU
+    choice and its recorded identity are built from."""
+    from perf.engines import nvidia_smi
+    from perf.engines.gpus import driver_version, gpu_processes, visible_gpus
+    return {"gpu": nvidia_smi.listing().strip(), "suite_sees": [g.as_fact() for g in visible_gpus()],
+            "driver": driver_version(), "processes": [vars(p) for p in gpu_processes() or []],
+            "nvidia_smi_problem": nvidia_smi.problem()}
 
+
+def machine() -> dict:
     import torch
     import transformers
-    smi = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True).stdout.strip()
-    return {"gpu": smi, "torch": torch.__version__, "transformers": transformers.__version__,
+    return {"torch": torch.__version__, "transformers": transformers.__version__,
             "cuda": torch.cuda.is_available(), "python": sys.version.split()[0]}
 
 
 def memory(gib: float = 4.0) -> dict:
-    from perf.engines.process import _nvidia_smi, gpu_used_bytes, process_tree, spawn, stop_group, tree_gpu_bytes
+    from perf.engines.gpus import nvidia_smi
+    from perf.engines.process import gpu_used_bytes, process_tree, spawn, stop_group, tree_gpu_bytes
 
     nbytes = int(gib * (1 << 30))
     child = ("import sys, time, torch\n"
@@ -77,12 +87,14 @@ def memory(gib: float = 4.0) -> dict:
     proc = spawn([sys.executable, "-c", parent], dict(os.environ), log)
     try:
         deadline = time.monotonic() + 120
-        while "READY" not in log.read_text() and time.monotonic() < deadline:
+        while "READY" not in log.read_text() and proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.2)
+        if "READY" not in log.read_text():
+            raise RuntimeError(f"the child never held device memory: {log.read_text()[-500:]}")
         ready = log.read_text().split("READY", 1)[1].split()
         reserved, device_used_by_child_view = int(ready[0]), int(ready[1])
         tree_pids = [p.pid for p in process_tree(proc.pid)]
-        apps = _nvidia_smi("--query-compute-apps=pid,used_memory")
+        apps = nvidia_smi("--query-compute-apps=pid,used_memory")
         by_pid = tree_gpu_bytes(proc.pid)
         after = gpu_used_bytes()
         with_fallback = tree_gpu_bytes(proc.pid, before)
@@ -193,11 +205,14 @@ def main() -> int:
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--skip-big", action="store_true")
-    ap.add_argument("--only", nargs="*", default=None, help="steps to run (machine memory quantize sensitivity big)")
+    ap.add_argument("--only", nargs="*", default=None,
+                    help="steps to run (host machine memory quantize sensitivity big)")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="gpu-check-"))
     wanted = lambda s: args.only is None or s in args.only  # noqa: E731
+    if wanted("host"):
+        step(args.out, "host", host)
     if wanted("machine"):
         step(args.out, "machine", machine)
     if wanted("memory") and args.device == "cuda":

@@ -72,17 +72,39 @@ def refusal(entry: Path, record_text: str, trust: str) -> str | None:
 
 
 def _files(entry: Path) -> list[Path]:
-    return sorted(p for p in entry.rglob("*") if p.is_file() and p != entry / MARKER)
+    """Every file the entry reaches, through symbolic links too (a checkpoint may link to weights elsewhere:
+    their change must show); a directory reached twice (a link loop) is walked once."""
+    found, walked = [], set()
+
+    def walk(directory: Path) -> None:
+        real = os.path.realpath(directory)
+        if real in walked:
+            return
+        walked.add(real)
+        for child in directory.iterdir():
+            if child.is_dir():
+                walk(child)
+            elif child.is_file() and child != entry / MARKER:
+                found.append(child)
+
+    walk(entry)
+    return sorted(found)
 
 
 def _content(entry: Path, files: list[Path]) -> str:
-    return digest([(str(p.relative_to(entry)), file_digest(p)) for p in files])
+    return digest([(str(p.relative_to(entry)), *_link_of(p), file_digest(p)) for p in files])
+
+
+def _link_of(path: Path) -> tuple[str, ...]:
+    """Where a file that is a symbolic link points, as part of what the entry is (its content is hashed too);
+    nothing for a plain file, so entries without links keep the digests they were sealed with."""
+    return (os.readlink(path),) if path.is_symlink() else ()
 
 
 def _stamp(entry: Path, files: list[Path]) -> str:
     """Changes whenever any file is written, replaced, added or removed later than one tick of the file
     system's clock (a few ms) after the stamp was taken: ctime cannot be set back."""
-    stats = [(str(p.relative_to(entry)), s.st_ino, s.st_size, s.st_mtime_ns, s.st_ctime_ns)
+    stats = [(str(p.relative_to(entry)), *_link_of(p), s.st_ino, s.st_size, s.st_mtime_ns, s.st_ctime_ns)
              for p in files for s in [p.stat()]]
     return digest(stats)
 

@@ -261,6 +261,9 @@ class PerfGates(Strict):
     # A perf level measured while other processes took CPU (host_load.foreign_load) makes its checks
     # inconclusive; true gates such levels anyway, each check saying so.
     allow_foreign_load: bool = False
+    # A headline level where more than this share of the requests failed (on either side) makes every perf
+    # check inconclusive: its figures stand on the requests that happened to succeed.
+    max_failed_requests: Fraction = 0.01
 
 
 class Gates(Strict):
@@ -418,6 +421,9 @@ def schema_problems(err: ValidationError, text: str, source: str, prefix: tuple 
     return sorted(lines, key=by_line)
 
 
+MAX_YAML_VALUES = 100_000   # values a recipe holds with every alias expanded (a recipe has hundreds)
+
+
 def read_yaml(text: str, source: str,
               what: str = "a recipe is a YAML mapping with name, model, variants and tasks") -> dict:
     try:
@@ -426,9 +432,37 @@ def read_yaml(text: str, source: str,
         mark = getattr(exc, "problem_mark", None)
         where = f"{source}:{mark.line + 1}" if mark else source
         raise RecipeError(f"{where}: not valid YAML: {getattr(exc, 'problem', exc)}", source) from None
+    except RecursionError:
+        raise RecipeError(f"{source}: not valid YAML: nested too deeply", source) from None
     if not isinstance(data, dict):
         raise RecipeError(f"{source}: {what}", source)
+    if expanded_size(data, MAX_YAML_VALUES) > MAX_YAML_VALUES:
+        raise RecipeError(f"{source}: its aliases expand to more than {MAX_YAML_VALUES:,} values (YAML anchors "
+                          "nested in each other): refused before anything reads it", source)
     return data
+
+
+def expanded_size(data, limit: int) -> int:
+    """How many values `data` holds with every YAML alias written out, computed over each shared list or
+    mapping once: a few hundred bytes of nested anchors cannot make whatever walks the recipe walk billions of
+    values. Stops counting past limit."""
+    def children(value) -> list:
+        items = value.values() if isinstance(value, dict) else value
+        return [v for v in items if isinstance(v, (list, dict))]
+
+    sizes: dict[int, int] = {}
+    stack: list[tuple[object, bool]] = [(data, False)]
+    while stack:   # depth first, each container's size once its children's are known
+        value, children_done = stack.pop()
+        if not isinstance(value, (list, dict)):
+            continue
+        if children_done:
+            sizes[id(value)] = min(1 + len(value) + sum(sizes.get(id(v), 0) for v in children(value)), limit + 1)
+        elif id(value) not in sizes:
+            sizes[id(value)] = 0   # a container inside itself counts once
+            stack.append((value, True))
+            stack.extend((v, False) for v in children(value) if id(v) not in sizes)
+    return sizes.get(id(data), 1)
 
 
 def parse_recipe(text: str, source: str = "<recipe>") -> Recipe:

@@ -18,7 +18,8 @@ class Endpoint(Strict):
     base_url: str = Field(pattern=r"^https?://[^\s/]+(/\S*)?$")   # e.g. http://127.0.0.1:8000 (without /v1)
     model: str = Field(min_length=1)   # the served model name, as its /v1/models lists it
     # sent as a Bearer token, only where the person running the suite allows it (docs/security.md): a variable
-    # named QUANT_ENDPOINT_* or listed in $QUANT_ENDPOINT_KEY_VARS, over https or to a loopback address
+    # named QUANT_ENDPOINT_* or listed in $QUANT_ENDPOINT_KEY_VARS, to a loopback address or over https to a
+    # host listed in $QUANT_ENDPOINT_KEY_HOSTS
     api_key_env: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
 
     @field_validator("base_url")

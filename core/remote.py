@@ -264,7 +264,7 @@ class Remote:
                 raise RemoteError(f"{self.url}: it lists {remote_path!r}, outside {rel or 'its root'}")
             relative = remote_path[len(base) + 1:]   # exactly: 'a//b' is not 'a/b'
             name = relative.rsplit("/", 1)[-1]
-            if _TEMPORARY.match(name) or relative.startswith(BUILD_PREFIX):
+            if _TEMPORARY.match(name) or relative.startswith(BUILD_PREFIX) or self._through_link(remote_path):
                 continue
             wanted.append((remote_path, local_target(self.url, Path(local), relative), info.get("size")))
         for remote_path, target, size in wanted:
@@ -282,6 +282,15 @@ def _conditional(fs) -> bool:
     """Whether the filesystem writes on a condition (S3's If-Match / If-None-Match)."""
     protocols = fs.protocol if isinstance(fs.protocol, (tuple, list)) else (fs.protocol,)
     return any(p in ("s3", "s3a") for p in protocols)
+
+    def _through_link(self, remote_path: str) -> bool:
+        """Whether a listed file is, or lies under, a symbolic link below the root (a file:// run can hold one
+        to a file of the user's that must never be copied into a run): such a file is not downloaded. Object
+        stores have no links."""
+        if not getattr(self.fs, "local_file", False):
+            return False
+        parts = remote_path[len(self.root):].strip("/").split("/")
+        return any(os.path.islink(f"{self.root}/{'/'.join(parts[:n])}") for n in range(1, len(parts) + 1))
 
 
 def _bucket(fs, root: str) -> str | None:

@@ -169,6 +169,7 @@ class RanOn(Record):
     """Where a variant's pipeline ran (executor local or ray) and when."""
     node: StrictStr
     gpus: list[StrictStr] = []
+    gpu: dict[StrictStr, Any] | None = None   # the identity of those GPUs (name, count, compute_cap, driver, cuda)
     executor: Literal["local", "ray"]
     node_id: StrictStr | None = None      # Ray's id of the node
     started: Number

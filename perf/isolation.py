@@ -5,8 +5,9 @@ perf stage takes a lock before its first request: one per node (`node`), one per
 none (`none`). The lock is a kernel file lock, so it holds across processes of any executor (two local sweeps,
 Ray workers) and is released when its holder dies. Its file lives in a directory only this user writes
 (<tmp>/quant-suite-<uid>, created 0700 and checked to be a real directory of this user's, not group- or
-world-writable), or in $QUANT_PERF_LOCK_DIR where users who share a machine choose to share one; the file is
-opened without following links and never chmod'ed. The holder writes who it is into it, so a wait names it.
+world-writable; where another user took that name first, the first of <tmp>/quant-suite-<uid>.1 … .7 that
+is), or in $QUANT_PERF_LOCK_DIR where users who share a machine choose to share one; the file is opened
+without following links and never chmod'ed. The holder writes who it is into it, so a wait names it.
 """
 
 from __future__ import annotations
@@ -28,25 +29,57 @@ class PerfLockError(RuntimeError):
     """The lock's directory or file is not one this suite can trust: one line saying why."""
 
 
+PRIVATE_CANDIDATES = 8   # <tmp>/quant-suite-<uid>, then .1 … .7: another user's planted directory is passed over
+
+
 def lock_dir() -> Path:
-    """The directory of the perf lock files, created and checked as the module docstring says."""
+    """The directory of the perf lock files, created and checked as the module docstring says. Where another
+    user made <tmp>/quant-suite-<uid> first, the next of its numbered siblings that is this user's own is used
+    (every process of this user walks the same list, so they still meet on one lock)."""
     configured = os.environ.get(LOCK_DIR_VAR)
-    path = Path(configured) if configured else Path(tempfile.gettempdir()) / f"quant-suite-{os.getuid()}"
-    if not configured:
-        try:
-            os.mkdir(path, 0o700)
-        except FileExistsError:
-            pass
+    if configured:
+        path = Path(configured)
+        problem = _not_a_directory(path)
+        if problem:
+            raise PerfLockError(problem)
+        return path
+    base = Path(tempfile.gettempdir()) / f"quant-suite-{os.getuid()}"
+    problems = []
+    for n in range(PRIVATE_CANDIDATES):
+        path = base if n == 0 else base.with_name(f"{base.name}.{n}")
+        problem = _not_private(path)
+        if problem is None:
+            return path
+        problems.append(problem)
+    raise PerfLockError(f"{problems[0]}, and none of its {PRIVATE_CANDIDATES - 1} numbered siblings is this user's "
+                        f"own: remove them, or set ${LOCK_DIR_VAR} to a directory of your own")
+
+
+def _not_a_directory(path: Path) -> str | None:
     try:
         info = os.lstat(path)
     except OSError as exc:
-        raise PerfLockError(f"perf lock directory {path}: {exc.strerror}") from None
+        return f"perf lock directory {path}: {exc.strerror}"
     if not stat.S_ISDIR(info.st_mode):
-        raise PerfLockError(f"perf lock directory {path}: not a directory (a link or a file is there); remove it")
-    if not configured and (info.st_uid != os.getuid() or info.st_mode & 0o022):
-        raise PerfLockError(f"perf lock directory {path}: owned by uid {info.st_uid} or writable by others; remove "
-                            f"it, or set ${LOCK_DIR_VAR} to a directory of your own")
-    return path
+        return f"perf lock directory {path}: not a directory (a link or a file is there)"
+    return None
+
+
+def _not_private(path: Path) -> str | None:
+    """Why `path` (created 0700 if absent) is not a directory only this user writes, else None."""
+    try:
+        os.mkdir(path, 0o700)
+    except FileExistsError:
+        pass
+    except OSError as exc:
+        return f"perf lock directory {path}: {exc.strerror}"
+    problem = _not_a_directory(path)
+    if problem:
+        return problem
+    info = os.lstat(path)
+    if info.st_uid != os.getuid() or info.st_mode & 0o022:
+        return f"perf lock directory {path}: owned by uid {info.st_uid} or writable by others"
+    return None
 
 
 def visible_gpus() -> list[str]:

@@ -17,7 +17,7 @@ from typing import Callable, Iterator
 import aiohttp
 
 from core import http_policy
-from core.foreign_text import clean_text
+from core.foreign_text import capped, clean_text
 
 
 REQUEST_DEADLINE_S = 3600.0   # one streamed request, in all: a server that trickles tokens forever is cut here
@@ -30,7 +30,7 @@ class RequestRecord:
     itl_s: list[float] = field(default_factory=list)   # one gap per output token after the first
     e2e_s: float | None = None       # to the end of the stream (or to the failure)
     prompt_tokens: int | None = None  # usage.prompt_tokens as the server counted them
-    output_tokens: int = 0           # usage.completion_tokens, else the tokens counted in the stream
+    output_tokens: int = 0           # the tokens received (usage.completion_tokens where it agrees with them)
     error: str | None = None
     chunks: int = 0                  # token-bearing SSE chunks (== output_tokens unless the server batches)
     lag_s: float | None = None       # open loop: sent this late after its planned instant (client or cap)
@@ -65,13 +65,15 @@ def request_body(model: str, prompt: list[int] | str, output_tokens: int) -> dic
     }
 
 
-def make_client(concurrency: int, timeout_s: float = 600.0, headers: dict[str, str] | None = None,
+def make_client(concurrency: int, timeout_s: float = http_policy.STALL_S, headers: dict[str, str] | None = None,
                 url: str = "http://127.0.0.1") -> aiohttp.ClientSession:
     """One session per workload to the server at url, `concurrency` keep-alive connections, under the suite's
     HTTP policy (core/http_policy.py: proxy, CA bundle); a read may stall up to timeout_s, a request take up
-    to REQUEST_DEADLINE_S in all."""
+    to REQUEST_DEADLINE_S in all. Bodies are asked for and read unencoded: a compressed one is refused, never
+    inflated."""
     connector = aiohttp.TCPConnector(limit=concurrency, ssl=http_policy.ssl_context())
-    return aiohttp.ClientSession(connector=connector, headers=headers, **http_policy.aiohttp_options(url),
+    return aiohttp.ClientSession(connector=connector, headers={"Accept-Encoding": "identity", **(headers or {})},
+                                 auto_decompress=False, **http_policy.aiohttp_options(url),
                                  timeout=aiohttp.ClientTimeout(total=max(timeout_s, REQUEST_DEADLINE_S),
                                                                sock_connect=30, sock_read=timeout_s))
 
@@ -86,13 +88,16 @@ def _tokens_in(choice: dict) -> int:
 async def one_request(client: aiohttp.ClientSession, url: str, body: dict) -> RequestRecord:
     rec = RequestRecord(start=time.perf_counter())
     last = rec.start
-    counted, done = 0, False
+    counted, done, exact = 0, False, True   # exact: every token-bearing chunk listed its token ids
     try:
         async with client.post(url, json=body, allow_redirects=False) as resp:
             if resp.status != 200:
                 text = (await resp.content.read(300)).decode("utf-8", "replace")
                 rec.error = f"HTTP {resp.status}: {clean_text(text)}"
                 return rec
+            if encodings := http_policy.content_encodings(resp.headers):
+                raise http_policy.PolicyError(f"the stream is encoded {capped(','.join(encodings), 40)}: "
+                                              "only an unencoded stream is read")
             read = 0
             async for line in resp.content:    # one SSE line at a time
                 read += len(line)
@@ -105,18 +110,24 @@ async def one_request(client: aiohttp.ClientSession, url: str, body: dict) -> Re
                 if data == b"[DONE]":
                     done = True
                     break
-                chunk = json.loads(data)
+                chunk = http_policy.parse_json(data)
                 if not isinstance(chunk, dict):
                     raise ValueError("a stream chunk is not a JSON object")
                 if "error" in chunk:
                     err = chunk["error"]
                     err = err.get('message', err) if isinstance(err, dict) else err
-                    rec.error = f"stream error: {clean_text(str(err))[:300]}"
+                    rec.error = f"stream error: {capped(clean_text(str(err)), 300)}"
                     break
                 if chunk.get("usage"):
+                    if not isinstance(chunk["usage"], dict):
+                        raise ValueError("the stream's usage is not a JSON object")
                     rec.prompt_tokens = token_count(chunk["usage"].get("prompt_tokens"), allow_none=True)
                     rec.output_tokens = token_count(chunk["usage"].get("completion_tokens", 0))
-                k = sum(_tokens_in(c) for c in chunk.get("choices") or [])
+                choices = chunk.get("choices") or []
+                if not isinstance(choices, list) or not all(isinstance(c, dict) for c in choices):
+                    raise ValueError("a stream chunk's choices are not a list of objects")
+                exact = exact and all(c.get("token_ids") is not None for c in choices if _tokens_in(c))
+                k = sum(_tokens_in(c) for c in choices)
                 if k == 0:
                     continue
                 rec.chunks += 1
@@ -128,16 +139,30 @@ async def one_request(client: aiohttp.ClientSession, url: str, body: dict) -> Re
                 last = now
                 counted += k
     except Exception as exc:   # a failed request is a data point, never a crash of the sweep
-        rec.error = clean_text(f"{type(exc).__name__}: {exc}".rstrip(": "))[:300]
+        rec.error = capped(clean_text(f"{type(exc).__name__}: {exc}".rstrip(": ")), 300)
     finally:
         rec.e2e_s = time.perf_counter() - rec.start
-    if not rec.output_tokens:
+    if rec.error is None and done and rec.output_tokens:
+        rec.error = usage_problem(rec.output_tokens, counted, exact, body.get("max_tokens"))
+    if rec.error is not None or not rec.output_tokens:
         rec.output_tokens = counted
     if rec.error is None and not done:
         rec.error = "stream ended before [DONE]"   # e.g. the server died mid-response
     elif rec.error is None and counted == 0:
         rec.error = "stream carried no tokens"
     return rec
+
+
+def usage_problem(claimed: int, received: int, exact: bool, asked: int | None) -> str | None:
+    """Why a stream's usage.completion_tokens cannot be its output, else None: where every chunk listed its token
+    ids it must equal what arrived; where chunks carried text only (one may hold several tokens) it must lie
+    between the chunks that arrived and the tokens asked for."""
+    if exact and claimed != received:
+        return f"usage claims {claimed:,} output tokens, the stream carried {received:,}"
+    if not exact and (claimed < received or (asked is not None and claimed > asked)):
+        return (f"usage claims {claimed:,} output tokens, the stream carried {received:,} chunks"
+                + (f" for {asked:,} tokens asked" if asked is not None else ""))
+    return None
 
 
 def token_count(value, allow_none: bool = False) -> int | None:

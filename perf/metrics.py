@@ -65,13 +65,14 @@ def tpot_s(record: Mapping[str, Any]) -> float | None:
 
 def summarize(records: Iterable[Any], wall_s: float, slo: Mapping[str, float] | None = None) -> dict[str, Any]:
     """Statistics of one run. Latencies use successful requests only; throughputs divide their tokens by
-    the wall time of the whole run. With an SLO, also goodput (requests/s meeting it) and SLO attainment
-    (the fraction of all requests meeting it). Records may be RequestRecords or their dicts."""
+    the wall time of the whole run, and are None (not measured, never 0) where every request failed. With an
+    SLO, also goodput (requests/s meeting it) and SLO attainment (the fraction of all requests meeting it).
+    Records may be RequestRecords or their dicts."""
     recs = [_as_dict(r) for r in records]
     ok = [r for r in recs if r["error"] is None]
     errors = [r["error"] for r in recs if r["error"] is not None]
     tpots = [t for t in map(tpot_s, ok) if t is not None]
-    wall = wall_s if wall_s > 0 else float("nan")
+    wall = wall_s if wall_s > 0 and ok else float("nan")   # nothing succeeded: no throughput at all
     out = {
         "n": len(recs),
         "errors": len(errors),
@@ -88,6 +89,9 @@ def summarize(records: Iterable[Any], wall_s: float, slo: Mapping[str, float] | 
     if slo:
         good = sum(meets_slo(r, slo) for r in recs)
         out.update(goodput_rps=good / wall, slo_attainment=good / len(recs) if recs else None)
+    for name in ("requests_per_s", "output_tokens_per_s", "input_tokens_per_s", "goodput_rps"):
+        if name in out and not math.isfinite(out[name]):
+            out[name] = None
     lags = [r["lag_s"] for r in recs if r.get("lag_s") is not None]
     if lags:   # open loop only
         out["send_lag_ms"] = stats_ms(lags)

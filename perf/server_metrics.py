@@ -20,6 +20,8 @@ COUNTERS = {"generation_tokens": "vllm:generation_tokens_total", "prompt_tokens"
 
 SCRAPE_DEADLINE_S = 10.0
 MAX_METRICS_BYTES = 16 * 2**20
+COUNTER_LIMIT = 1e15          # a counter above this (tokens, requests, seconds) is no server's: not used
+LATENCY_LIMIT_MS = 86_400_000.0   # a mean latency beyond a day is not a measurement: not used
 
 
 def parse_counters(text: str) -> dict[str, float]:
@@ -33,8 +35,8 @@ def parse_counters(text: str) -> dict[str, float]:
         for key, metric in COUNTERS.items():
             if name == metric:
                 number = float(value)
-                if not math.isfinite(number) or number < 0:
-                    raise ValueError(f"counter {name} is {value}")
+                if not math.isfinite(number) or not 0 <= number <= COUNTER_LIMIT:
+                    raise ValueError(f"counter {name} is {value[:40]}")
                 totals[key] = totals.get(key, 0.0) + number
     return totals
 
@@ -87,6 +89,13 @@ def prefix_cache_note(check: dict | None, shared_prefix: bool) -> str | None:
 
 
 def server_latency_means(delta: dict[str, float]) -> dict[str, float]:
-    """{"server_ttft_ms_mean": ..., ...} from histogram sum and count deltas (absent where a count is 0)."""
-    return {f"server_{key}_ms_mean": 1000 * delta[f"{key}_sum"] / delta[f"{key}_count"]
-            for key in LATENCIES if delta.get(f"{key}_count", 0) > 0}
+    """{"server_ttft_ms_mean": ..., ...} from histogram sum and count deltas: absent where the count is under one
+    observation or the mean is not a latency (negative, or beyond LATENCY_LIMIT_MS)."""
+    means = {}
+    for key in LATENCIES:
+        count, total = delta.get(f"{key}_count", 0), delta.get(f"{key}_sum", 0)
+        if count >= 1 and total >= 0:
+            mean = 1000 * total / count
+            if math.isfinite(mean) and mean <= LATENCY_LIMIT_MS:
+                means[f"server_{key}_ms_mean"] = mean
+    return means

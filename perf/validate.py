@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import os
+from pathlib import Path
 from typing import Any
 
 from core.checks import Found, as_int
@@ -15,21 +16,52 @@ from core.recipe import Engine, Variant
 from core.recipe_perf import Perf
 
 
-def check(engine: Engine, variants: list[tuple[int, Variant]]) -> tuple[Found, str | None]:
-    """(what is wrong, the engine the arguments were checked against: None where they were not)."""
+ENGINE_SETTINGS_PREFIX = "VLLM_"   # engine.env entries that only configure vLLM: passed even to a check
+TRUST_RECIPE = "--trust-recipe"
+REMOTE_CODE = ("trust_remote_code", "trust-remote-code")
+
+
+def recipe_code(engine: Engine) -> list[str]:
+    """What of the recipe's engine section would run code of the recipe's choosing when the engine is asked
+    anything: its python, and engine.env entries other than vLLM's own settings (PYTHONPATH with a
+    sitecustomize.py, LD_PRELOAD, ...). A check runs these only when the user trusts the recipe."""
+    named = [f"engine.python {engine.python!r}"] if engine.python else []
+    return named + [f"engine.env {name}" for name in engine.env if not name.startswith(ENGINE_SETTINGS_PREFIX)]
+
+
+def remote_code_problems(args: list[tuple[tuple, dict]]) -> list[tuple[tuple, str]]:
+    """trust_remote_code set in engine arguments: the model repository's own Python would run; refused unless
+    the user asked for it."""
+    return [(where + (key,), f"{key} runs the model repository's own code: refused unless you ask for it "
+                             f"(quant sweep --trust-remote-code; quant validate / doctor {TRUST_RECIPE})")
+            for where, values in args for key, value in values.items()
+            if key in REMOTE_CODE and value not in (False, None, "false", "False", 0)]
+
+
+def check(engine: Engine, variants: list[tuple[int, Variant]], run_recipe: bool = False,
+          remote_code: bool = False) -> tuple[Found, str | None]:
+    """(what is wrong, the engine the arguments were checked against: None where they were not).
+    run_recipe: whether the engine may be asked through what the recipe names (recipe_code); else that check is
+    skipped, with a warning saying so. remote_code: whether the user allows trust_remote_code."""
     from perf.engines.flags import FlagsUnknown, engine_flags_known, engine_name, flag_problems, refused_values
     from perf.engines.known_unsupported import kv_cache_dtype_refusal
     from perf.engines.process import EngineStartError
     from perf.engines.vllm import resolve_engine_python
 
     found = Found()
+    args = [(("engine", "args"), engine.args)] + [(("variants", i, "engine_args"), v.engine_args)
+                                                 for i, v in variants]
+    if not remote_code:
+        found.errors += remote_code_problems(args)
+    if not run_recipe and (named := recipe_code(engine)):
+        found.warnings.append((("engine",), f"engine arguments not checked against the engine: that would run "
+                               f"what the recipe names ({', '.join(named)}); {TRUST_RECIPE} runs it"))
+        return found, None
     try:
         python = resolve_engine_python(engine.python)
     except EngineStartError as exc:
         found.errors.append((("engine", "python"), str(exc)))
         return found, None
-    args = [(("engine", "args"), engine.args)] + [(("variants", i, "engine_args"), v.engine_args)
-                                                 for i, v in variants]
     args += [(("variants", i), {"kv_cache_dtype": v.kv_cache_dtype}) for i, v in variants if v.kv_cache_dtype]
     if not any(values for _, values in args):
         return found, None
@@ -144,3 +176,109 @@ def _max_model_len(args: dict[str, Any]) -> int | None:
     values = [v for k, v in args.items() if k.replace("-", "_") == "max_model_len"]   # a flag may be spelt either way
     return as_int(values[-1]) if values else None
 
+
+
+# --- llama.cpp variants ------------------------------------------------------------------------------------
+
+GGUF_MAGIC = b"GGUF"
+GGUF_VERSIONS = (2, 3)         # the versions llama.cpp reads (v1 files are refused by it)
+GGUF_MAX_COUNT = 2**24         # tensors or metadata entries past this: a damaged header, not a model
+
+
+def gguf_problem(path: Path) -> str | None:
+    """Why `path` is not a GGUF file llama.cpp can load, from its header alone (magic, version, counts), else
+    None. A failed download often saves an HTML error page under the file's name."""
+    import struct
+
+    try:
+        with open(path, "rb") as file:
+            head = file.read(24)
+    except OSError as exc:
+        return f"{path.name}: cannot read it ({exc.strerror})"
+    if head[:4] != GGUF_MAGIC:
+        shown = head[:16].decode("ascii", "replace")
+        shown = "".join(c if c.isprintable() else "." for c in shown)
+        return (f"{path.name}: not a GGUF file (it begins {shown!r}, not 'GGUF'; a failed download saves an error "
+                "page under the file's name: fetch it again)")
+    if len(head) < 24:
+        return f"{path.name}: cut short ({len(head)} bytes, less than a GGUF header)"
+    version, tensors, entries = struct.unpack("<IQQ", head[4:24])
+    if version not in GGUF_VERSIONS:
+        return f"{path.name}: GGUF version {version}, which llama.cpp does not read (it reads {GGUF_VERSIONS})"
+    if not 0 < tensors < GGUF_MAX_COUNT or entries >= GGUF_MAX_COUNT:
+        return f"{path.name}: a damaged GGUF header ({tensors} tensors, {entries} metadata entries)"
+    return None
+
+
+# Run in llama.cpp's python: each server setting, as the sweep passes it (`--name value`), checked against
+# llama-cpp-python's own settings models (the server builds its command line from them).
+_LLAMACPP_PROBE = r"""
+import difflib, json, sys
+from pydantic import ValidationError
+from llama_cpp.server.settings import ModelSettings, ServerSettings
+problems = {}
+for name, value in json.loads(sys.stdin.read()).items():
+    owner = ModelSettings if name in ModelSettings.model_fields else (
+        ServerSettings if name in ServerSettings.model_fields else None)
+    if owner is None:
+        close = difflib.get_close_matches(name, [*ModelSettings.model_fields, *ServerSettings.model_fields], 1)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        problems[name] = "llama.cpp's server has no setting %r%s" % (name, hint)
+        continue
+    try:
+        owner.model_validate({**({"model": "m.gguf"} if owner is ModelSettings else {}), name: value})
+    except ValidationError as exc:
+        problems[name] = "llama.cpp refuses %r: %s" % (value, "; ".join(e["msg"] for e in exc.errors()))
+print("QUANT_LLAMACPP " + json.dumps(problems))
+"""
+
+
+def llamacpp_setting_problems(python: str, args: dict[str, Any]) -> dict[str, str]:
+    """{setting: why llama.cpp refuses it} for a variant's `llamacpp.args`, by llama-cpp-python's own settings
+    models in its environment; FlagsUnknown where that environment cannot say."""
+    import json
+    import subprocess
+
+    from perf.engines.flags import FlagsUnknown
+    from perf.engines.llamacpp import llamacpp_flags
+
+    flags = llamacpp_flags(args)   # the values as the server's command line gets them
+    as_passed = {flags[i].removeprefix("--"): flags[i + 1] for i in range(0, len(flags), 2)}
+    try:
+        done = subprocess.run([python, "-c", _LLAMACPP_PROBE], input=json.dumps(as_passed), capture_output=True,
+                              text=True, timeout=120)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise FlagsUnknown(f"{python} did not answer ({type(exc).__name__})") from None
+    line = next((ln for ln in done.stdout.splitlines() if ln.startswith("QUANT_LLAMACPP ")), None)
+    if line is None:
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1][:200]
+        raise FlagsUnknown(f"{python} cannot describe llama.cpp's settings ({last})")
+    return json.loads(line.removeprefix("QUANT_LLAMACPP "))
+
+
+def check_llamacpp(variants: list[tuple[int, Variant]], run_recipe: bool = False) -> Found:
+    """Each llama.cpp variant's server settings against llama.cpp's own settings models, in its environment
+    (the recipe's `llamacpp.python` only where the user trusts the recipe)."""
+    from perf.engines.flags import FlagsUnknown
+    from perf.engines.llamacpp import resolve_llamacpp_python
+
+    found = Found()
+    for i, variant in variants:
+        spec = variant.llamacpp
+        if spec is None or not spec.args:
+            continue
+        where = ("variants", i, "llamacpp")
+        if spec.python and not run_recipe:
+            found.warnings.append((where + ("args",), f"llama.cpp settings not checked: that would run "
+                                   f"llamacpp.python {spec.python!r}, which the recipe names; {TRUST_RECIPE} runs it"))
+            continue
+        python = resolve_llamacpp_python(spec.python)
+        if not Path(python).is_file():
+            continue   # the sweep refuses the variant before work: no llama.cpp environment
+        try:
+            problems = llamacpp_setting_problems(python, spec.args)
+        except FlagsUnknown as exc:
+            found.warnings.append((where + ("args",), f"llama.cpp settings not checked: {exc}"))
+            continue
+        found.errors += [(where + ("args", name), message) for name, message in problems.items()]
+    return found

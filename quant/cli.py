@@ -11,7 +11,7 @@ import threading
 from pathlib import Path
 
 from core import exit_codes
-from core.foreign_text import clean_text
+from core.foreign_text import CleanStream, clean_text
 from core.recipe import RecipeError
 from quant import cli_parser, logs
 from quant.cli_parser import STDOUT
@@ -55,13 +55,14 @@ def _library_defaults() -> None:
 
 def cmd_sweep(args) -> int:
     from core.remote import RemoteError, locate
-    from quant.validate import check_file
+    from quant.validate import Trust, check_file
 
     try:   # a bad --out is found from the command line alone, before the recipe is read
         location = locate(args.out, "runs") if args.out else None   # a directory or an fsspec URL
     except RemoteError as exc:
         return fail(args, str(exc))
-    recipe, _ = check_file(args.recipe)   # every problem at once (RecipeError: exit 2), before any work
+    trust = Trust(run_recipe=True, remote_code=args.trust_remote_code)   # a sweep runs the recipe's engine
+    recipe, _ = check_file(args.recipe, trust=trust)   # every problem at once (RecipeError: exit 2), before any work
     from evals.sandbox import IsolationRequired   # the sweep's modules only for a recipe that can run
     from core.provenance import TrustError
     from perf.engines.process import EngineStartError
@@ -77,7 +78,8 @@ def cmd_sweep(args) -> int:
                             cache_dir=args.cache_dir,
                             only=args.only, retry_failed=args.retry_failed,
                             allow_unisolated_code=args.allow_unisolated_code, device=args.device,
-                            allow_long_cpu_eval=args.allow_long_cpu_eval, replace_run=args.replace_run)
+                            allow_long_cpu_eval=args.allow_long_cpu_eval, replace_run=args.replace_run,
+                            trust_remote_code=args.trust_remote_code)
     except (ModelNotFound, EngineStartError, IsolationRequired, RemoteError, TrustError) as exc:
         return fail(args, str(exc))
     except OSError as exc:
@@ -122,9 +124,10 @@ def _sweep_exit(results: dict, only: list[str] | None, allow_failed: bool) -> in
 
 
 def cmd_validate(args) -> int:
-    from quant.validate import check_for_sweep, summary
+    from quant.validate import Trust, check_for_sweep, summary
 
-    recipe, findings = check_for_sweep(args.recipe, args.allow_unisolated_code)   # RecipeError: exit 2
+    trust = Trust(run_recipe=args.trust_recipe, remote_code=args.trust_recipe)
+    recipe, findings = check_for_sweep(args.recipe, args.allow_unisolated_code, trust)   # RecipeError: exit 2
     for line in findings.warnings:
         print(f"warning: {line}", file=sys.stderr)
     for line in findings.notes:
@@ -321,7 +324,7 @@ def cmd_demo(args) -> int:
 def cmd_doctor(args) -> int:
     from quant.doctor import doctor
 
-    return doctor(args.recipe, args.cache_dir)   # a bad recipe: RecipeError, every problem, exit 2
+    return doctor(args.recipe, args.cache_dir, trust_recipe=args.trust_recipe)   # a bad recipe: RecipeError, every problem, exit 2
 
 
 def cmd_sandbox_check(args) -> int:
@@ -392,6 +395,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Every line the command writes to stdout and stderr (its own, its log's, a library's warning) goes through
+    core/foreign_text.clean_text: names and text from elsewhere never reach the terminal as control characters."""
+    streams = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = CleanStream(sys.stdout), CleanStream(sys.stderr)
+    try:
+        return _main(argv)
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            stream.flush()
+        sys.stdout, sys.stderr = streams
+
+
+def _main(argv: list[str] | None) -> int:
     _library_defaults()
     args = build_parser().parse_args(argv)
     logs.configure(logs.level_of(args.verbosity, args.verbose))

@@ -17,6 +17,9 @@ SEVERAL = {"action": "extend", "nargs": "+"}
 JSON_HELP = "also write {what} as JSON to FILE ('-': stdout, the text then goes to stderr)"
 UNISOLATED_HELP = ("where bubblewrap is missing, run model-generated code on this host anyway (rlimits and a "
                    "private temporary directory only; also lm-eval's own code tasks)")
+TRUST_RECIPE_HELP = ("run what the recipe names for its engine (engine.python; engine.env entries other than "
+                     "VLLM_*) to check its engine arguments, and allow trust_remote_code; by default nothing the "
+                     "recipe names runs, and a warning says what was not checked")
 SIDE_HELP = ("run dir, results.json, lm-eval output directory (--log_samples) or a run's fsspec URL, with "
              ":VARIANT")
 BAD_INPUT = "  2    bad input: one line `{command} error: <what>` on stderr, before any work"
@@ -124,10 +127,14 @@ def build(handlers: dict[str, Callable], version: str) -> argparse.ArgumentParse
     s.add_argument("--quiet", action="store_true", help="no progress lines, only the report and errors")
     s.add_argument("--replace-run", action="store_true",
                    help="let --out replace a run of another recipe there (default: refused, exit 2)")
+    s.add_argument("--trust-remote-code", action="store_true",
+                   help="let the recipe's engine arguments set trust_remote_code, which runs the model repository's "
+                   "own code (default: refused, exit 2)")
 
     v = _command(sub, "validate", "every check a sweep makes before work, and no work", handlers["validate"])
     v.add_argument("recipe", help="the recipe YAML to check")
     v.add_argument("--allow-unisolated-code", action="store_true", help=UNISOLATED_HELP)
+    v.add_argument("--trust-recipe", action="store_true", help=TRUST_RECIPE_HELP)
 
     g = _command(sub, "gate", "does a candidate lose more accuracy (or perf) than the policy allows?", handlers["gate"])
     g.add_argument("--baseline", required=True, help=f"{SIDE_HELP} (default: the run's baseline)")
@@ -231,6 +238,7 @@ def build(handlers: dict[str, Callable], version: str) -> argparse.ArgumentParse
                    "`quant validate` does")
     o.add_argument("--cache-dir", help="where the sweep will keep its stage cache (checkpoints; default "
                    "runs/.cache)")
+    o.add_argument("--trust-recipe", action="store_true", help=TRUST_RECIPE_HELP)
 
     d = _command(sub, "demo", "rebuild the shipped demo assets", handlers["demo"])
     d.add_argument("what", choices=["build-tasks", "build-model", "build-outliers"],

@@ -75,19 +75,21 @@ class SweepContext:
     allow_long_cpu_eval: bool = False   # score in-process on the CPU even where it is estimated to take hours
     ahead: Any = None   # quant.ahead.QuantizeAhead: checkpoints being built in the background (local executor)
     starts: Any = None   # quant.start_ahead.StartAhead: the next variant's server starting beside (local executor)
+    variant_gpu: dict | None = None   # while a variant is pinned (quant/gpu_pin.py): the identity of its GPUs
 
     @property
     def engine_key(self) -> str:
         e = self.recipe.engine
         isa = (self.engine_facts or {}).get("cpu_isa")   # a CPU engine's kernels (and speed) depend on the host
-        gpu = self.gpu   # a GPU engine's on the GPU, its count, the driver and the CUDA build
+        gpu = self.variant_gpu or self.gpu   # a GPU engine's on the GPUs, their count, the driver and the CUDA build
         return digest(e.kind, e.args, e.env, e.dtype, self.engine_version, *((isa,) if isa else ()),
                       *((gpu,) if gpu else ()))
 
     @property
     def gpu(self) -> dict | None:
-        """What the CUDA engine's variants run on (perf/engines/gpus.py gpu_identity: name, count, compute
-        capability, driver, CUDA build); None on any other engine."""
+        """What the CUDA engine's variants run on as far as the run knows before any is pinned (perf/engines/
+        gpus.py gpu_identity of the visible GPUs: name, count, compute capability, driver, CUDA build); a pinned
+        variant's own GPUs are `variant_gpu`; None on any other engine."""
         facts = self.engine_facts or {}
         if facts.get("device") != "cuda":
             return None

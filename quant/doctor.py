@@ -4,7 +4,8 @@ against the engine's device, the NVIDIA driver against the CUDA builds (quant/do
 (where the recipe has code tasks), the hub and the token for the recipe's model, disk for the checkpoints the
 recipe writes, the recipe itself as `quant validate` checks it (once its model is there), and the hub cache.
 Nothing is installed, downloaded (only the model's config.json and file list, with a recipe naming a hub model)
-or started but the engine environment's interpreter, asked what it is."""
+or started but the engine environment's interpreter, asked what it is: the user's own unless `--trust-recipe`
+lets the recipe's engine.python and engine.env run."""
 
 from __future__ import annotations
 
@@ -19,7 +20,9 @@ from pathlib import Path
 
 from core.recipe import Recipe
 from perf.engines.dtypes import GPU_DEVICES
-from perf.engines.gpus import Gpu, driver_version, visible_gpus
+from perf.engines.gpu_choice import NoGpuFree, choose_gpus, engine_gpu_count, engine_utilization
+from perf.engines.gpus import Gpu, driver_version, gpu_processes, visible_gpus
+from perf.engines.nvidia_smi import problem as nvidia_smi_problem
 from perf.engines.process import EngineStartError
 from perf.engines.vllm import engine_facts, resolve_engine_python
 from quant.doctor_driver import driver_status, torch_cuda
@@ -44,18 +47,28 @@ class Check:
         return f"MISSING  {self.name}: {self.detail}; fix: {self.fix}"
 
 
-def doctor(recipe_path: str | None, cache_dir: str | None) -> int:
-    """`quant doctor`: prints each check's line and a last line; exit 0 ready, 2 not."""
+def doctor(recipe_path: str | None, cache_dir: str | None, trust_recipe: bool = False) -> int:
+    """`quant doctor`: prints each check's line and a last line; exit 0 ready, 2 not. What the recipe names for
+    its engine (its python, its environment) runs only with trust_recipe; else the engine checked is the user's
+    own (QUANT_ENGINE_PYTHON, else .venv-serve), and a line says so."""
     from core import exit_codes
     from core.recipe import load_recipe
+    from perf.validate import ENGINE_SETTINGS_PREFIX, TRUST_RECIPE, recipe_code
 
     recipe = load_recipe(recipe_path) if recipe_path else None
-    checks = run_checks(recipe, Path(recipe_path).parent if recipe_path else None,
+    named = recipe_code(recipe.engine) if recipe and not trust_recipe else []
+    if named:
+        print(f"note: not run, as the recipe names them: {', '.join(named)}; the engine checked is your own "
+              f"({TRUST_RECIPE} runs the recipe's)")
+        settings = {k: v for k, v in recipe.engine.env.items() if k.startswith(ENGINE_SETTINGS_PREFIX)}
+        own = recipe.engine.model_copy(update={"python": None, "env": settings})
+        recipe_engine = recipe.model_copy(update={"engine": own})
+    checks = run_checks(recipe_engine if named else recipe, Path(recipe_path).parent if recipe_path else None,
                         Path(cache_dir or Path("runs") / ".cache"))
     problems: list[str] = []
     if recipe_path:
         model_ok = all(c.ok for c in checks if c.name in ("model", "hub"))
-        recipe_ok, problems = recipe_check(recipe, Path(recipe_path)) if model_ok else (Check(
+        recipe_ok, problems = recipe_check(recipe, Path(recipe_path), trust_recipe) if model_ok else (Check(
             "recipe", False, f"{recipe_path}: checked beyond its schema once its model is there",
             "the model's fix above"), [])
         checks.insert(-1, recipe_ok)
@@ -73,7 +86,8 @@ def run_checks(recipe: Recipe | None, recipe_dir: Path | None, cache_dir: Path) 
     engine_python, engine = _engine(recipe)
     gpus = visible_gpus()
     checks = [platform_check(), main_environment(), engine_check(engine_python, engine),
-              gpu_check(engine, gpus), torch_build_check(engine, torch_build(engine_python) if engine_python else None),
+              gpu_check(engine, gpus, recipe),
+              torch_build_check(engine, torch_build(engine_python) if engine_python else None),
               Check("driver", *driver_status(engine, torch_cuda(), driver_version() if gpus or _cuda_built(engine)
                                              else None))]
     checks.append(bubblewrap_check(recipe))
@@ -86,12 +100,12 @@ def run_checks(recipe: Recipe | None, recipe_dir: Path | None, cache_dir: Path) 
     return checks
 
 
-def recipe_check(recipe: Recipe, recipe_path: Path) -> tuple[Check, list[str]]:
+def recipe_check(recipe: Recipe, recipe_path: Path, trust_recipe: bool = False) -> tuple[Check, list[str]]:
     """Every check `quant validate` makes past the schema (tasks, schemes, engine arguments, ...): the check and
     its problems."""
-    from quant.validate import validate
+    from quant.validate import Trust, validate
 
-    problems = validate(recipe, recipe_path).errors
+    problems = validate(recipe, recipe_path, trust=Trust(run_recipe=trust_recipe, remote_code=trust_recipe)).errors
     if problems:
         count = f"{len(problems)} problem{'s' * (len(problems) != 1)}"
         return Check("recipe", False, f"{recipe_path}: {count} (below)",
@@ -175,19 +189,42 @@ def engine_check(python: str | None, engine: dict | str) -> Check:
 
 
 def describe_gpu(gpu: Gpu) -> str:
-    return (f"{gpu.index} {gpu.name} {gpu.memory_free_bytes / GIB:.1f} of {gpu.memory_total_bytes / GIB:.1f} GiB "
-            f"free{'' if gpu.bf16 else ', no bfloat16: float16'}")
+    free = "?" if gpu.memory_free_bytes is None else f"{gpu.memory_free_bytes / GIB:.1f}"
+    total = "?" if gpu.memory_total_bytes is None else f"{gpu.memory_total_bytes / GIB:.1f}"
+    bf16 = (", compute capability unknown" if gpu.compute_cap is None else "" if gpu.bf16
+            else ", no bfloat16: float16")
+    return f"{gpu.index} {gpu.name} {free} of {total} GiB free{bf16}"
 
 
-def gpu_check(engine: dict | str, gpus: list[Gpu]) -> Check:
+def gpu_check(engine: dict | str, gpus: list[Gpu], recipe: Recipe | None = None) -> Check:
+    """The GPUs the engine would see; with a recipe on a GPU engine, whether each variant finds the GPUs its
+    engine runs on (tensor x pipeline x data parallel, its own engine_args over the recipe's) as the sweep
+    would choose them now."""
     device = engine.get("device") if isinstance(engine, dict) else None
     seen = "; ".join(describe_gpu(g) for g in gpus)
     if device in GPU_DEVICES and not gpus:
-        return Check("GPUs", False, f"the engine is built for {device} but nvidia-smi shows no GPU this process "
-                     "may use", "check the driver (`nvidia-smi`) and CUDA_VISIBLE_DEVICES")
+        why = nvidia_smi_problem()
+        return Check("GPUs", False, f"the engine is built for {device} but " + (
+            f"{why}" if why else "nvidia-smi shows no GPU this process may use"),
+            "check the driver (`nvidia-smi`) and CUDA_VISIBLE_DEVICES")
     if device == "cpu" and gpus:
         return Check("GPUs", False, f"{len(gpus)} visible ({seen}) but the engine is the CPU build",
                      "remove .venv-serve and run make setup (it installs vllm for CUDA where nvidia-smi works)")
+    if device == "cuda" and recipe is not None:
+        processes, needs = gpu_processes() or [], set()
+        for variant in recipe.variants:
+            if variant.endpoint is not None or variant.llamacpp is not None:
+                continue
+            args = {**recipe.engine.args, **variant.served_args}
+            needs.add(engine_gpu_count(args))
+            try:
+                choose_gpus(gpus, engine_gpu_count(args), engine_utilization(args), processes)
+            except NoGpuFree as exc:
+                return Check("GPUs", False, f"variant {variant.name}: {exc}".split(": free a GPU")[0],
+                             "free a GPU, widen CUDA_VISIBLE_DEVICES, lower gpu_memory_utilization or the "
+                             "variant's tensor/pipeline/data-parallel sizes")
+        return Check("GPUs", True, f"{len(gpus)} visible: {seen}; the variants need "
+                     f"{' or '.join(map(str, sorted(needs))) or 'no'} GPU(s) each")
     return Check("GPUs", True, f"{len(gpus)} visible: {seen}" if gpus else "none (a CPU engine)")
 
 

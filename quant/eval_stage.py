@@ -8,6 +8,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from rich.markup import escape
+
 from core.hashing import digest, file_digest, tree_digest, versions
 from core.memo import remembered
 from core.recipe import Task, Variant
@@ -64,7 +66,7 @@ class EvalStage:
             run_eval(self.ctx, session.lm, task, key, self.variant.name)
         except NotMeasurable as exc:
             self.not_measurable[task.key] = str(exc)
-            self.ctx.reporter.log(f"  {task.key}: not measurable on this engine ({exc})", style="yellow")
+            self.ctx.reporter.log(f"  {task.key}: not measurable on this engine ({escape(str(exc))})", style="yellow")
 
     def collect(self, record: dict) -> None:
         """Every task scored (a task the engine could not score, or not reached before a failure, is absent;

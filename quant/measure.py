@@ -92,11 +92,11 @@ def _refusal(ctx: SweepContext, variant: Variant, checkpoint: Checkpoint, log: C
     if ctx.retry_failed:
         return None
     if reason := known_refusal(ctx.engine_facts, checkpoint.path):
-        log(f"  the engine is known to refuse this variant; not started: {reason}")
+        log(f"  the engine is known to refuse this variant; not started: {escape(reason)}")
         return reason
     if ctx.cache.has(STAGE_SERVE_FAILURES, key := _serve_failure_key(ctx, variant, checkpoint)):
         reason = ctx.cache.load_json(STAGE_SERVE_FAILURES, key)["reason"]
-        log(f"  engine rejected this variant before (cached): {reason}")
+        log(f"  engine rejected this variant before (cached): {escape(reason)}")
         return reason
     return None
 

@@ -12,7 +12,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColumn, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
-from core.foreign_text import clean_text
+from core.foreign_text import clean_text, raw_stream
 
 
 class RateColumn(ProgressColumn):
@@ -24,7 +24,7 @@ class RateColumn(ProgressColumn):
 
 class Reporter:
     def __init__(self, quiet: bool = False, prefix: str = "", live: bool = True) -> None:
-        self.console = Console(file=sys.stderr, highlight=False)
+        self.console = Console(file=raw_stream(sys.stderr), highlight=False)   # its styles: escapes of its own
         self.quiet = quiet
         self.prefix = escape(f"[{prefix}] ") if prefix else ""   # whose line: variants run side by side
         self.live = live   # bars and step counters drawn (only one reporter of a console may draw them)

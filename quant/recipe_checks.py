@@ -35,7 +35,8 @@ def min_n_warnings(gates: Gates, tasks: list[tuple[int, Task]]) -> Problems:
 
 def perf_gate_warnings(gates: Gates, perf: Perf) -> Problems:
     """Perf gates on a recipe that measures no perf: the gate has nothing to compare them with."""
-    named = [k for k, v in gates.perf.model_dump(exclude={"throughput_noise", "allow_foreign_load"}).items() if v is not None]
+    named = [k for k, v in gates.perf.model_dump(exclude={"throughput_noise", "allow_foreign_load",
+                                                                  "max_failed_requests"}).items() if v is not None]
     if named and not perf.workloads:
         return [(("gates", "perf"), f"{', '.join(named)} set, but perf.workloads is empty: no perf is measured, "
                  "so these gates never apply")]

@@ -15,6 +15,7 @@ from pathlib import Path
 from pydantic import ValidationError
 from rich.markup import escape
 
+from core.foreign_text import capped
 from core.hashing import tree_digest
 from core.recipe import Recipe, RecipeError, Variant
 from core.remote import Location, locate
@@ -40,7 +41,7 @@ from quant.progress import Reporter
 from quant.quantize_stage import checkpoint_for
 from quant.results_writer import ResultsWriter, damaged
 from quant.timing import timed
-from quant.validate import engine_facts_once, raise_on_errors, validate
+from quant.validate import Trust, engine_facts_once, raise_on_errors, validate
 from quantize.gguf_source import source_facts
 from reports.render import render_all
 
@@ -49,7 +50,7 @@ def run_sweep(recipe: Recipe, out: Location | str | Path, recipe_path: Path | No
               cache_dir: str | Path | None = None,
               reporter: Reporter | None = None, only: list[str] | None = None, retry_failed: bool = False,
               allow_unisolated_code: bool = False, device: str = "auto", allow_long_cpu_eval: bool = False,
-              replace_run: bool = False) -> dict:
+              replace_run: bool = False, trust_remote_code: bool = False) -> dict:
     """The pipeline: check the recipe; per variant (the baseline first: KL needs it) quantize, then evals, KL
     and perf (run_variant: one after another here, or side by side on Ray: quant/executors), saving
     results.json after each; then the reports.
@@ -57,6 +58,8 @@ def run_sweep(recipe: Recipe, out: Location | str | Path, recipe_path: Path | No
     device: where the sweep's own model work runs (`auto`: CUDA where visible; quant/inprocess_plan.py).
     allow_long_cpu_eval: score a variant the engine cannot serve in-process on the CPU even where that is
     estimated to take longer than quant/inprocess_plan.CPU_LIMIT_S (default: recorded unsupported, not scored).
+
+    trust_remote_code: let the recipe's engine arguments set trust_remote_code (else refused before work).
 
     allow_unisolated_code (or the recipe's field): run generated code without bubblewrap where it is missing;
     without it a sweep with code tasks and no working bubblewrap raises IsolationRequired before any work.
@@ -67,7 +70,7 @@ def run_sweep(recipe: Recipe, out: Location | str | Path, recipe_path: Path | No
     location = out if isinstance(out, Location) else locate(out, "runs")
     out = location.local
     with sandbox.permit_unisolated(allow_unisolated_code or recipe.allow_unisolated_code):
-        code_tasks = _check(recipe, recipe_path, reporter, only)   # everything knowable, before any work
+        code_tasks = _check(recipe, recipe_path, reporter, only, trust_remote_code)   # all knowable, before work
         endpoints = probe_endpoints(recipe, recipe_path, only)
         if location.remote:   # the URL is the truth: an earlier run there is resumed as a local one would be
             shutil.rmtree(out, ignore_errors=True)
@@ -96,6 +99,7 @@ def _take(ctx: SweepContext, writer: ResultsWriter, results: dict, variant: Vari
     reporter = ctx.reporter
     record = _valid_record(variant, record)
     results["variants"][variant.name] = record
+    _note_gpu_identity(results)
     if ctx.out_remote and record.get("ran_on", {}).get("executor") != "local":
         # what the variant's worker (maybe another node) published: per-item files, perf records, server log
         ctx.out_remote.download_dir(f"variants/{variant.name}", ctx.variant_dir(variant.name))
@@ -106,13 +110,30 @@ def _take(ctx: SweepContext, writer: ResultsWriter, results: dict, variant: Vari
     ok = record["status"] == "ok"
     if record.get("engine_refused_recipe"):
         raise EngineStartError(f"variant {variant.name}: {record['reason']}")
-    reporter.log(f"{variant.name}: {record['status']}" + ("" if ok else f" — {escape(str(record['reason']))}"),
-                 style=None if ok else "yellow")
+    unmeasured = (record.get("not_measurable") or {}).get("perf")
+    said = f" — perf not measurable: every request failed at {', '.join(unmeasured)}" if ok and unmeasured else ""
+    reporter.log(f"{variant.name}: {record['status']}" + ("" if ok else f" — {escape(str(record['reason']))}")
+                 + escape(said), style=None if ok and not said else "yellow")
+
+
+REASON_LIMIT = 2000
+
+
+def _note_gpu_identity(results: dict) -> None:
+    """The run's `engine.gpu`: the GPUs its pinned variants ran on where they all ran on the same kind and count;
+    none where they differ (each variant's `ran_on.gpu` says); left as it was where none was pinned."""
+    found = [r["ran_on"]["gpu"] for r in results["variants"].values() if (r.get("ran_on") or {}).get("gpu")]
+    if found and all(g == found[0] for g in found):
+        results["engine"]["gpu"] = found[0]
+    elif found:
+        results["engine"].pop("gpu", None)
 
 
 def _valid_record(variant: Variant, record: dict) -> dict:
-    """The record as results.json's schema takes it; one it refuses (an endpoint's absurd numbers that got
-    through) fails that variant, named, instead of the sweep."""
+    """The record as results.json's schema takes it, its reason within REASON_LIMIT characters; one it refuses
+    (an endpoint's absurd numbers that got through) fails that variant, named, instead of the sweep."""
+    if isinstance(record.get("reason"), str):   # a reason may quote a server at any length
+        record["reason"] = capped(record["reason"], REASON_LIMIT)
     try:
         VariantRecord.model_validate(record)
         return record
@@ -120,17 +141,18 @@ def _valid_record(variant: Variant, record: dict) -> dict:
         return new_record(variant, "failed", f"its measurements are not valid results: {first_problem(exc)}")
 
 
-def _check(recipe: Recipe, recipe_path: Path | None, reporter: Reporter, only: list[str] | None) -> dict[str, str]:
+def _check(recipe: Recipe, recipe_path: Path | None, reporter: Reporter, only: list[str] | None,
+           trust_remote_code: bool) -> dict[str, str]:
     """Raises RecipeError with every problem at once; returns the code tasks and where their code runs."""
     unknown = [name for name in only or [] if name not in {v.name for v in recipe.variants}]
     if unknown:
         source = str(recipe_path) if recipe_path else f"recipe {recipe.name}"
         raise RecipeError(f"--only: no variant {', '.join(map(repr, unknown))} in {source}; its variants: "
                           f"{', '.join(v.name for v in recipe.variants)}", source)
-    findings = validate(recipe, recipe_path)
+    findings = validate(recipe, recipe_path, trust=Trust(run_recipe=True, remote_code=trust_remote_code))
     raise_on_errors(findings, recipe, recipe_path)
     for line in findings.warnings:
-        reporter.log(f"[yellow]warning[/yellow]: {line}")
+        reporter.log(f"[yellow]warning[/yellow]: {escape(line)}")
     for line in findings.notes:
         reporter.log(line)
     return check_code_isolation(recipe.tasks)
@@ -264,11 +286,12 @@ def run_variant(ctx: SweepContext, variant: Variant) -> dict:
         return run_llamacpp_variant(ctx, variant)
     try:
         with pinned(ctx, variant) as gpus:
+            identity = ctx.variant_gpu
             record = _run_pinned(ctx, variant)
     except NoGpuFree as exc:
         return {**new_record(variant), "status": "failed", "reason": f"no GPU free: {exc}"}
     if gpus:
-        record.setdefault("ran_on", {})["gpus"] = gpus
+        record.setdefault("ran_on", {}).update(gpus=[g.uuid for g in gpus], gpu=identity)
     return record
 
 

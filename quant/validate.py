@@ -47,7 +47,15 @@ class Parts:
     all_tasks: bool = True   # every task parsed: a name missing from `tasks` is missing from the recipe
 
 
-def check_file(path: str | Path, engine: bool = True) -> tuple[Recipe, Findings]:
+@dataclass(frozen=True)
+class Trust:
+    """What the user allows a check of the recipe to do: run what the recipe names for its engine (its python,
+    its environment: `--trust-recipe`; a sweep runs them anyway), and load a model with trust_remote_code."""
+    run_recipe: bool = False
+    remote_code: bool = False
+
+
+def check_file(path: str | Path, engine: bool = True, trust: Trust = Trust()) -> tuple[Recipe, Findings]:
     """Parse and check a recipe file; RecipeError lists every problem, schema and beyond, at once."""
     path = Path(path)
     text, source = read_recipe_text(path), str(path)
@@ -56,18 +64,19 @@ def check_file(path: str | Path, engine: bool = True) -> tuple[Recipe, Findings]
         recipe, schema = Recipe.model_validate(data), []
     except ValidationError as err:
         recipe, schema = None, schema_problems(err, text, source)
-    findings = _check(_parts(recipe, data), path.parent, text, source, engine)
+    findings = _check(_parts(recipe, data), path.parent, text, source, engine, trust)
     findings.errors = sorted(schema + [e for e in findings.errors if e not in schema], key=by_line)
     if findings.errors:
         raise RecipeError(findings.errors, source)
     return recipe, findings
 
 
-def check_for_sweep(path: str | Path, allow_unisolated_code: bool = False) -> tuple[Recipe, Findings]:
+def check_for_sweep(path: str | Path, allow_unisolated_code: bool = False,
+                    trust: Trust = Trust()) -> tuple[Recipe, Findings]:
     """check_file, then where generated code would run (`quant validate`: what a sweep checks before work)."""
     import evals.validate
 
-    recipe, findings = check_file(path)
+    recipe, findings = check_file(path, trust=trust)
     problem = evals.validate.isolation_problem(recipe.tasks, allow_unisolated_code or recipe.allow_unisolated_code)
     if problem is not None:
         raise RecipeError(f"{path}: {problem}", str(path))
@@ -86,11 +95,12 @@ def summary(recipe: Recipe, findings: Findings) -> str:
             f"{count(len(recipe.perf.workloads), 'perf workload')}{flags}")
 
 
-def validate(recipe: Recipe, recipe_path: Path | None = None, engine: bool = True) -> Findings:
+def validate(recipe: Recipe, recipe_path: Path | None = None, engine: bool = True,
+             trust: Trust = Trust()) -> Findings:
     """The checks beyond the schema for a parsed recipe (lines located in recipe_path when given)."""
     text = read_recipe_text(recipe_path) if recipe_path and recipe_path.is_file() else ""
     source = str(recipe_path) if recipe_path else f"recipe {recipe.name}"
-    return _check(_parts(recipe, None), recipe_path.parent if recipe_path else None, text, source, engine)
+    return _check(_parts(recipe, None), recipe_path.parent if recipe_path else None, text, source, engine, trust)
 
 
 def raise_on_errors(findings: Findings, recipe: Recipe, recipe_path: Path | None) -> None:
@@ -126,7 +136,7 @@ def _valid_items(model: type[BaseModel], values: Any) -> list[tuple[int, Any]]:
     return [(i, v) for i, v in items if v is not None]
 
 
-def _check(parts: Parts, recipe_dir: Path | None, text: str, source: str, engine: bool) -> Findings:
+def _check(parts: Parts, recipe_dir: Path | None, text: str, source: str, engine: bool, trust: Trust) -> Findings:
     """Each stage's own check of its part (quantize/validate.py, evals/validate.py, perf/validate.py), the model
     they stand on, and the checks across sections; every finding located in the recipe file."""
     import evals.validate
@@ -146,7 +156,8 @@ def _check(parts: Parts, recipe_dir: Path | None, text: str, source: str, engine
 
     model_dir = _model_dir(parts, recipe_dir, add, found) if parts.model is not None else None
     if engine and parts.engine is not None:
-        stage, found.engine_flags = perf.validate.check(parts.engine, parts.variants)
+        stage, found.engine_flags = perf.validate.check(parts.engine, parts.variants, trust.run_recipe,
+                                                        trust.remote_code)
         collect(stage)
     _cross(parts, add, found)
     from quant.recipe_checks import position_problems, served_contexts
@@ -158,6 +169,9 @@ def _check(parts: Parts, recipe_dir: Path | None, text: str, source: str, engine
     collect(evals.validate.check(parts.tasks, model_dir, served_contexts(model_dir, parts.engine, parts.variants)))
     if parts.perf is not None:
         collect(perf.validate.check_workloads(parts.perf, parts.engine, parts.variants))
+    if engine:
+        _llamacpp_files(parts, recipe_dir, add, found)
+        collect(perf.validate.check_llamacpp(parts.variants, trust.run_recipe))
     collect(quantize.validate.check(parts.variants, parts.calibration, model_dir))
     return found
 
@@ -176,6 +190,25 @@ def _cross(parts: Parts, add, found: Findings) -> None:
     for bucket, found_here in ((found.errors, problems), (found.warnings, warnings)):
         for loc, message in found_here:
             add(bucket, loc, message)
+
+
+def _llamacpp_files(parts: Parts, recipe_dir: Path | None, add, found: Findings) -> None:
+    """Each llama.cpp variant's GGUF file: there, and a GGUF file llama.cpp can load by its header."""
+    from perf.validate import gguf_problem
+    from quant.models import ModelNotFound, find_gguf
+
+    for i, variant in parts.variants:
+        if variant.llamacpp is None:
+            continue
+        where = ("variants", i, "llamacpp", "gguf")
+        try:
+            gguf = find_gguf(variant.llamacpp.gguf, recipe_dir)
+        except ModelNotFound as exc:
+            add(found.errors, where, str(exc))
+            continue
+        problem = f"{variant.llamacpp.gguf!r}: not a .gguf file" if gguf is None else gguf_problem(gguf)
+        if problem:
+            add(found.errors, where, problem)
 
 
 def _model_dir(parts: Parts, recipe_dir: Path | None, add, found: Findings) -> Path | None:

@@ -14,7 +14,8 @@ from reports.cost import usd_per_gpu_hour, usd_per_million_tokens
 from reports.gate_rules import MARGIN_TOLERANCE
 from reports.kv_memory import bytes_per_sequence
 from reports.metric_kinds import higher_is_better
-from reports.headline import foreign_cores, headline_figure, headline_point
+from reports.headline import (failed_note, failed_requests, foreign_cores, headline_figure, headline_point,
+                              perf_not_measured)
 
 MEMORY_TIE = 0.01   # sizes within 1% are the same (one scheme's checkpoints differ only in their metadata)
 NO_INTERVAL_BAND = 0.05   # a figure without an interval (one run, no requests kept): +-5%, the gate's noise band
@@ -89,6 +90,7 @@ class Choice:
     why: str = ""                   # what decided it: speed (or cost, latency), a tie-break, or memory
     accuracy_ci: tuple[float, float] | None = None   # the task score's 95% interval
     blocked: str | None = None      # the gate blocks it (on some task): why
+    failed: tuple[int, int] | None = None   # (failed, sent) requests of the headline level
 
 
 def _interval(results: Results, name: str, v, objective: str) -> tuple[float, float] | None:
@@ -119,6 +121,11 @@ def candidates(results: Results, task: str, max_drop: float, slos: list[LatencyL
         if not v.ok or point is None or acc is None or not v.checkpoint:
             rejected[name] = f"{v.status}: {_short(v.reason or 'not served')}"
             continue
+        failed = failed_requests(v)
+        if perf_not_measured(failed) or point.output_tokens_per_s is None:
+            rejected[name] = (f"perf not measurable: every request failed ({_short(point.first_error or 'no reason')})"
+                              if perf_not_measured(failed) else "perf not measurable: no output tokens/s")
+            continue
         drop = (base.value - acc.value) if better_up else (acc.value - base.value)
         if drop > max_drop + MARGIN_TOLERANCE:
             rejected[name] = f"accuracy drop {drop:.3f} > {max_drop:.3f}"
@@ -140,7 +147,7 @@ def candidates(results: Results, task: str, max_drop: float, slos: list[LatencyL
         ok.append(Choice(task, name, acc.value, drop, tok_s, point.concurrency, v.checkpoint, score,
                          score_ci=_interval(results, name, v, objective), foreign=foreign_cores(v),
                          memory=bytes_per_sequence(v) if v.size_bytes else float("inf"),
-                         accuracy_ci=tuple(acc.ci95) if acc.ci95 else None))
+                         accuracy_ci=tuple(acc.ci95) if acc.ci95 else None, failed=failed))
     return ok, rejected
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 from reports.choose import Choice, LatencyLimit
+from reports.headline import failed_note
 
 
 def constraints(max_drop: dict[str, float], task: str, slos: list[LatencyLimit]) -> str:
@@ -25,7 +26,7 @@ def as_text(choices: dict[str, Choice | None], shared: str | None, commands: dic
         lines.append(f"{task}: deploy {c.variant}" + (" (blocked by the gate)" if c.blocked else ""))
         lines.append(f"  why: best {objective} with {limits} — {c.why}")
         lines.append(f"  {c.variant}: accuracy {c.accuracy:.3f} (drop {c.drop:+.3f}), {c.out_tok_s:.0f} output tok/s "
-                     f"at concurrency {c.concurrency}"
+                     f"at concurrency {c.concurrency}{failed_note(c.failed)}"
                      + (f", ${c.score:.3g} per million output tokens" if objective == "cost" else "")
                      + (f", {c.score / 1e6:.1f} MB for one sequence (weights and its KV cache)"
                         if objective == "memory" else ""))
@@ -51,6 +52,7 @@ def as_json(choices: dict[str, Choice | None], shared: str | None, commands: dic
         "one_variant_for_all": shared if len(choices) > 1 else None,
         "choices": {task: None if c is None else {
             "variant": c.variant, "accuracy": c.accuracy, "drop": c.drop, "output_tokens_per_s": c.out_tok_s,
+            "failed_requests": list(c.failed) if c.failed else None,
             "concurrency": c.concurrency, "serve_command": commands[task], "why": c.why,
             "interval": list(c.score_ci) if c.score_ci else None, "blocked": c.blocked,
             **({"export_command": exports[task]} if exports else {}), "rejected": c.rejected,

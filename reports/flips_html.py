@@ -3,9 +3,9 @@ task, the items it scored differently from the baseline, lost first, as `quant d
 
 from __future__ import annotations
 
-import html
 from pathlib import Path
 
+from core.foreign_text import html_text
 from core.results import Results
 from core.run_layout import RunLayout
 from reports.flips import Flip, TaskFlips, read_records, task_flips
@@ -24,7 +24,7 @@ def _records(run_dir: Path, variant: str, task: str):
 
 
 def _flip(f: Flip, metric: str) -> str:
-    e = html.escape
+    e = html_text
     return (f"<li><b>{'lost' if f.lost else 'gained'}</b> item {e(str(f.doc_id))}: {e(metric)} "
             f"{f.baseline_score:g} → {f.candidate_score:g}; answers {e(repr(f.baseline_answer))} → "
             f"{e(repr(f.candidate_answer))}<pre>{e(f.prompt)}</pre><pre>{e(chr(10).join(f.diff) or '(same response)')}"
@@ -33,7 +33,7 @@ def _flip(f: Flip, metric: str) -> str:
 
 def _task(t: TaskFlips) -> str:
     more = len(t.flips) - SHOWN
-    return (f"<details><summary>{html.escape(t.task)}: {t.lost} lost, {t.gained} gained of {t.n_paired}</summary>"
+    return (f"<details><summary>{html_text(t.task)}: {t.lost} lost, {t.gained} gained of {t.n_paired}</summary>"
             f"<ol>{''.join(_flip(f, t.metric) for f in t.flips[:SHOWN])}</ol>"
             + (f"<p>{more} more: <code>quant diff</code> lists every one.</p>" if more > 0 else "") + "</details>")
 
@@ -57,7 +57,7 @@ def flips_section(results: Results, run_dir: Path | None) -> str:
                     continue
         if tasks:
             lost, gained = sum(t.lost for t in tasks), sum(t.gained for t in tasks)
-            parts.append(f"<details id='{anchor(name)}'><summary><b>{html.escape(name)}</b>: {lost} lost, "
+            parts.append(f"<details id='{anchor(name)}'><summary><b>{html_text(name)}</b>: {lost} lost, "
                          f"{gained} gained</summary>{''.join(_task(t) for t in tasks)}</details>")
     if not parts:
         return ""

@@ -10,8 +10,11 @@ COMPARED = ("name", "count")      # perf across these is refused
 NOTED = ("compute_cap", "driver", "cuda")
 
 
-def hardware(results: dict) -> dict | None:
-    """A run's GPU identity (results.json engine.gpu); {"name": "cpu"} for a CPU engine; None where unknown."""
+def hardware(results: dict, variant: dict | None = None) -> dict | None:
+    """The GPUs a variant ran on (its ran_on.gpu), else the run's GPU identity (results.json engine.gpu);
+    {"name": "cpu"} for a CPU engine; None where unknown."""
+    if (chosen := ((variant or {}).get("ran_on") or {}).get("gpu")):
+        return chosen
     engine = results.get("engine") or {}
     if engine.get("gpu"):
         return engine["gpu"]
@@ -24,10 +27,16 @@ def _describe(gpu: dict) -> str:
     return f"{gpu.get('count') or '?'}x {gpu['name']}"
 
 
-def hardware_note(base_results: dict, cand_results: dict, perf_gated: bool) -> str | None:
-    """None where the sides ran on the same GPUs (or either is unknown); GateInputError where perf would be
-    gated across GPU kinds or counts; else a note for the accuracy checks."""
-    base, cand = hardware(base_results), hardware(cand_results)
+def hardware_note(base_results: dict, cand_results: dict, perf_gated: bool, baseline: dict | None = None,
+                  candidates: list[dict] | None = None) -> str | None:
+    """None where the baseline and every candidate ran on the same GPUs (or either is unknown); GateInputError
+    where perf would be gated across GPU kinds or counts; else a note for the accuracy checks."""
+    notes = [_note(hardware(base_results, baseline), hardware(cand_results, c), perf_gated)
+             for c in candidates or [None]]
+    return "; ".join(dict.fromkeys(n for n in notes if n)) or None
+
+
+def _note(base: dict | None, cand: dict | None, perf_gated: bool) -> str | None:
     if base is None or cand is None or base == cand:
         return None
     where = f"baseline on {_describe(base)}, candidate on {_describe(cand)}"

@@ -6,7 +6,7 @@ import json
 import math
 from xml.sax.saxutils import escape, quoteattr
 
-from core.foreign_text import clean_text
+from core.foreign_text import clean_text, markdown_cell, markdown_code
 from reports.family import Family
 from reports.gate import Check, outcome
 
@@ -122,8 +122,9 @@ ICON = {"pass": "✅", "regression": "❌", "inconclusive": "⚠️"}
 def markdown(checks: list[Check], baseline: str, candidate: str, rule: str, policy_source: str = "",
              family: Family | None = None) -> str:
     icon = ICON
-    lines = [f"### quant gate: `{candidate}` vs `{baseline}` — {icon[outcome(checks)]} "
-             f"{_overall(checks)} (rule `{rule}`)", "", f"Policy: {policy_source}", "",
+    lines = [f"### quant gate: `{markdown_code(candidate)}` vs `{markdown_code(baseline)}` — "
+             f"{icon[outcome(checks)]} {_overall(checks)} (rule `{rule}`)", "", f"Policy: {markdown_cell(policy_source)}",
+             "",
              *([family.describe().replace("family:", "Family:", 1), ""] if family else []),
              *([f"> **Not deployable:** {_caveat(checks)}. Gated on `--allow-undeployable`.", ""]
                if _caveat(checks) else []),
@@ -131,9 +132,9 @@ def markdown(checks: list[Check], baseline: str, candidate: str, rule: str, poli
              "| flips (−/+) | verdict |",
              "|---|---|---:|---:|---:|---:|---:|---:|---:|---|"]
     for c in checks:
-        lines.append(f"| {c.task} | {c.metric} | {_items(c)} | {_num(c.baseline, '.3f')} | {_num(c.candidate, '.3f')} "
+        lines.append(f"| {markdown_cell(c.task)} | {markdown_cell(c.metric)} | {_items(c)} | {_num(c.baseline, '.3f')} | {_num(c.candidate, '.3f')} "
                      f"| {_num(c.drop, '+.3f')} | {_interval(c)} | {c.margin:.3f} | {_flips(c)} "
-                     f"| {icon[c.verdict.outcome]} {c.verdict.reason}{_extra(c)} |")
+                     f"| {icon[c.verdict.outcome]} {markdown_cell(c.verdict.reason + _extra(c))} |")
     return "\n".join(lines) + "\n"
 
 

@@ -8,6 +8,9 @@ interpolated, not a 99th percentile) or was not measured.
 Every perf check is inconclusive when a headline level of either side was measured under foreign load (other
 processes took CPU meanwhile: perf/host_load.py), unless the policy allows it (`perf.allow_foreign_load`,
 `quant gate --allow-foreign-load`); then the check decides and says what it was measured under.
+Every perf check is inconclusive, too, where more than `perf.max_failed_requests` (1%) of the requests of either
+side's headline level failed: its figures stand on the requests that happened to succeed (where all failed,
+there are none).
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from core.results import PerfPoint, VariantRecord
 from perf.metrics import reliable, samples_needed
 from reports.gate_check import Check, GateInputError
 from reports.gate_rules import INCONCLUSIVE, PASS, REGRESSION, Verdict
-from reports.headline import headline_points
+from reports.headline import failed_requests, headline_points
 
 
 def _ratio_interval(base: list[float], cand: list[float], confidence: float) -> tuple[float, float, float]:
@@ -55,6 +58,10 @@ def throughput_check(baseline: dict, candidate: dict, policy: Gates) -> Check:
     cand_runs = [p.output_tokens_per_s for p in _headline(candidate)]
     if not base_runs:
         raise GateInputError(f"{baseline['_path']}: baseline {baseline['name']} has no perf results")
+    if None in base_runs + cand_runs:
+        return Check("perf", "output_tok_s", math.nan, math.nan, math.nan, limit,
+                     Verdict(INCONCLUSIVE, "a run measured no output tokens/s (every request failed)"),
+                     evidence="headline level")
     if min(base_runs + cand_runs) <= 0:
         return Check("perf", "output_tok_s", base_runs[0], cand_runs[0], math.nan, limit,
                      Verdict(INCONCLUSIVE, "a run measured no output tokens/s"), evidence="headline level")
@@ -135,4 +142,32 @@ def perf_checks(baseline: dict, candidate: dict, policy: Gates) -> list[Check]:
         if slo is not None:
             checks.append(slo_check(baseline, candidate, metric, slo))
     note = foreign_load_note(baseline, candidate)
-    return [_under_foreign_load(c, note, rules.allow_foreign_load) for c in checks] if note else checks
+    checks = [_under_foreign_load(c, note, rules.allow_foreign_load) for c in checks] if note else checks
+    counts = failed_counts(baseline, candidate)
+    for check in checks:
+        check.evidence += f"; {counts}" if counts else ""
+    failures = failed_requests_note(baseline, candidate, rules.max_failed_requests)
+    return [_with_failed_requests(c, failures) for c in checks] if failures else checks
+
+
+def failed_counts(baseline: dict, candidate: dict) -> str:
+    """"requests failed: cand 2 of 8" for the sides whose headline level had any fail; "" where none did."""
+    sides = [f"{side['name']} {failed[0]:,} of {failed[1]:,}" for side in (baseline, candidate)
+             if (failed := failed_requests(VariantRecord.model_validate(side))) and failed[0]]
+    return f"requests failed: {', '.join(sides)}" if sides else ""
+
+
+def failed_requests_note(baseline: dict, candidate: dict, limit: float) -> str | None:
+    """Which side's headline level had more than `limit` of its requests fail, and how many."""
+    sides = []
+    for side in (baseline, candidate):
+        failed = failed_requests(VariantRecord.model_validate(side))
+        if failed and failed[1] and failed[0] / failed[1] > limit:
+            sides.append(f"{side['name']} {failed[0]:,} of {failed[1]:,}")
+    return (f"requests failed at the headline level: {'; '.join(sides)} (more than {limit:.0%}): re-measure"
+            if sides else None)
+
+
+def _with_failed_requests(check: Check, note: str) -> Check:
+    check.verdict = Verdict(INCONCLUSIVE, f"{note} (would be {check.verdict.outcome.upper()}: {check.verdict.reason})")
+    return check

@@ -69,7 +69,7 @@ def run_gate(baseline_spec: str, candidate_spec: str, policy_path: str | None = 
         policy = policy.model_copy(update={"rule": rule})
     perf_gated = any(v is not None for v in (policy.perf.max_throughput_drop, policy.perf.ttft_p99_ms,
                                              policy.perf.tpot_p99_ms))
-    note = hardware_note(base_results, cand_results, perf_gated)
+    note = hardware_note(base_results, cand_results, perf_gated, baseline, candidates)
     if allow_foreign_load:
         policy = policy.model_copy(update={"perf": policy.perf.model_copy(update={"allow_foreign_load": True})})
     family = Family(tasks, [c["name"] for c in candidates], policy.rule, round(1 - policy.confidence, 10),

@@ -54,3 +54,23 @@ def foreign_cores(variant: VariantRecord) -> float | None:
     """The most CPU other processes took during a headline run flagged as measured under foreign load."""
     flagged = [p.host_load.foreign_cores for p in headline_points(variant) if p.foreign_load]
     return max(flagged) if flagged else None
+
+
+def failed_requests(variant: VariantRecord) -> tuple[int, int] | None:
+    """(failed, sent) requests over the headline level's runs; None where it has none, or no counts."""
+    points = [p for p in headline_points(variant) if p.n is not None]
+    if not points:
+        return None
+    return int(sum(p.errors or 0 for p in points)), int(sum(p.n for p in points))
+
+
+def failed_note(failed: tuple[int, int] | None) -> str:
+    """" (2 of 8 requests failed)" beside a perf figure; "" where none did."""
+    if not failed or not failed[0]:
+        return ""
+    return f" ({failed[0]:,} of {failed[1]:,} requests failed)"
+
+
+def perf_not_measured(failed: tuple[int, int] | None) -> bool:
+    """Every request of the headline level failed: there is no perf figure, only that."""
+    return bool(failed and failed[1] and failed[0] == failed[1])

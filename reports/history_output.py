@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import PurePath
 
+from reports.headline import failed_note
+
 
 MODEL_WIDTH = 32
 
@@ -37,6 +39,7 @@ def perf_table(variant: str, rows: list[dict]) -> str:
         lines.append(f"{r['run_id']:<25} {(r['started'] or '')[:19]:<21} {str(r['version'] or '-')[:14]:<14} "
                      f"{r['identity']['workload']['concurrency']:>11} {r['tok_s']:>10.0f}  {ci}{runs}"
                      + (" †" if r["foreign"] else "")
+                     + failed_note(tuple(r["failed"]) if r.get("failed") else None)
                      + (f"  (measured in {r['same_as']})" if r.get("same_as") else ""))
     return "\n".join(lines)
 

@@ -5,9 +5,9 @@ window and a phone scrolls a table sideways rather than the page."""
 from __future__ import annotations
 
 import base64
-import html
 from pathlib import Path
 
+from core.foreign_text import html_text
 from core.results import Results
 from reports.flips_html import anchor, flips_section
 from reports.markdown import (ACCURACY_HEADERS, CHECKPOINT_HEADERS, FOREIGN_LOAD_FOOTNOTE,
@@ -32,7 +32,7 @@ OUTCOME_MARK = {"pass": "✓", "regression": "✗", "inconclusive": "?", "cannot
 OUTCOME_CLASS = {"pass": "pass", "regression": "bad", "inconclusive": "warn", "cannot be deployed": "bad",
                  "cannot gate": "warn", "baseline": ""}
 
-e = html.escape
+e = html_text
 
 
 def _table(headers, rows: list[list[tuple[str, str]]], cls: str = "", row_classes: list[str] | None = None) -> str:

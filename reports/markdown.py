@@ -6,6 +6,7 @@ from core.foreign_text import markdown_cell
 from core.results import Results
 from perf.engines.kernels import describe as describe_kernels
 from perf.metrics import samples_needed
+from reports.headline import failed_note, perf_not_measured
 from reports.not_measurable import TITLE as NOT_MEASURABLE, endpoint_cells, not_measurable_lines
 from reports.summary import Summary, summarize
 from reports import context_plot
@@ -55,11 +56,15 @@ FOREIGN_LOAD_FOOTNOTE = ("† measured under foreign load: other processes took 
 
 def tok_s_cell(r) -> str:
     """Output tokens/s (the median where the level was repeated) with its 95% interval, marked where a headline
-    run was measured under foreign load."""
+    run was measured under foreign load, with the requests that failed beside it; where every one failed, no
+    figure but that."""
+    if perf_not_measured(r.failed):
+        return f"not measurable: all {r.failed[1]:,} requests failed"
     ci = f" [{r.tok_s_ci[0]:.0f}, {r.tok_s_ci[1]:.0f}]" if r.tok_s_ci and r.out_tok_s is not None else ""
     runs = f" ×{r.repeats}" if r.repeats and r.repeats > 1 and r.out_tok_s is not None else ""
     return (num(r.out_tok_s, ".0f") + ci + runs
-            + (f" † ({r.foreign_cores:.2f})" if r.foreign_cores is not None else ""))
+            + (f" † ({r.foreign_cores:.2f})" if r.foreign_cores is not None else "")
+            + (failed_note(r.failed) if r.out_tok_s is not None else ""))
 
 
 def p99_unreliable(r) -> bool:
@@ -151,7 +156,8 @@ def table(headers, rows: list[list[str]]) -> list[str]:
 
 def summary_section(summary: Summary, baseline: str) -> list[str]:
     """The verdict: each variant's gate outcome and what decided it, then per task what to deploy."""
-    lines = ["## Verdict", "", f"`quant gate` against **{baseline}** ({summary.policy}):", ""]
+    lines = ["## Verdict", "", f"`quant gate` against **{markdown_cell(baseline)}** ({markdown_cell(summary.policy)}):",
+             ""]
     lines += table(("variant", "gate", "deciding check"),
                    [[g.variant, f"{GATE_ICON[g.outcome]} {g.outcome}".strip(), g.deciding] for g in summary.gates])
     if summary.picks:
@@ -163,12 +169,12 @@ def summary_section(summary: Summary, baseline: str) -> list[str]:
 
 
 def render_markdown(results: Results, run_dir=None) -> str:
-    lines = [f"# {results.recipe_name}: accuracy vs performance", ""]
+    lines = [f"# {markdown_cell(results.recipe_name)}: accuracy vs performance", ""]
     lines += summary_section(summarize(results, run_dir), results.baseline)
     lines += [f"Baseline: **{results.baseline}**. " + legend(results), ""] + model_notes(results)
     for task in tasks_of(results):
         rows = by_accuracy(rows_for_task(results, task, run_dir))
-        lines += [f"## {task} ({metric_of(results, task)})", ""]
+        lines += [f"## {markdown_cell(task)} ({markdown_cell(metric_of(results, task))})", ""]
         lines += table(ACCURACY_HEADERS, [accuracy_cells(r) for r in rows])
     lines += context_plot.markdown_section(results)
     rows = variant_rows(results)
@@ -180,11 +186,12 @@ def render_markdown(results: Results, run_dir=None) -> str:
     lines += checkpoints_table(results) + placement_table(results)
     if unmeasured := not_measurable_lines(results):
         lines += [f"## {NOT_MEASURABLE}", ""]
-        lines += [f"- **{n}** — {markdown_cell(what)}" for n, what in unmeasured] + [""]
+        lines += [f"- **{markdown_cell(n)}** — {markdown_cell(what)}" for n, what in unmeasured] + [""]
     failures = [(n, v) for n, v in results.variants.items() if not v.ok]
     if failures:
         lines += ["## Variants not fully measured", ""]
-        lines += [f"- **{n}** — {v.status}: {markdown_cell(v.reason)}{scored_note(v)}" for n, v in failures]
+        lines += [f"- **{markdown_cell(n)}** — {v.status}: {markdown_cell(v.reason)}{scored_note(v)}"
+                  for n, v in failures]
         lines.append("")
     return "\n".join(lines)
 

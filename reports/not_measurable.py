@@ -9,7 +9,7 @@ from pathlib import Path
 from core.results import Results
 
 TITLE = "Not measurable on this engine"
-KINDS = {"tasks": "tasks", "kl": "KL against the baseline on", "memory": "memory"}
+KINDS = {"tasks": "tasks", "kl": "KL against the baseline on", "memory": "memory", "perf": "perf of"}
 
 
 def not_measurable_lines(results: Results) -> list[tuple[str, str]]:

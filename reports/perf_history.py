@@ -16,7 +16,7 @@ from typing import Any, Callable
 from core.results import Results, VariantRecord
 from reports.gate_check import Check
 from reports.gate_rules import INCONCLUSIVE, PASS, REGRESSION, Verdict
-from reports.headline import headline_figure, headline_points
+from reports.headline import failed_requests, headline_figure, headline_points, perf_not_measured
 
 DEFAULT_WINDOW = 5
 DEFAULT_LIMIT = 0.05   # the drop beyond the baseline's spread that is a regression, unless the policy sets one
@@ -54,17 +54,22 @@ def perf_identity(results: Results | dict, name: str) -> dict[str, Any] | None:
 
 
 def perf_entry(results: Results | dict, name: str) -> dict[str, Any] | None:
-    """One run's figures for the history: {identity, started, version, tok_s, foreign}."""
+    """One run's figures for the history: {identity, started, version, tok_s, foreign, failed}; None where the
+    headline level measured nothing (every request failed)."""
     results = Results.of(results)
     identity = perf_identity(results, name)
     if identity is None:
         return None
     v: VariantRecord = results.variants[name]
     tok_s, _, _ = headline_figure(v, "output_tokens_per_s")
+    failed = failed_requests(v)
+    if tok_s is None or perf_not_measured(failed):
+        return None
     points = headline_points(v)
     return {"identity": identity, "started": results.started, "tok_s": tok_s,
             "version": results.engine.version if results.engine else None,
-            "foreign": any(p.foreign_load for p in points), "measured": measured(points)}
+            "foreign": any(p.foreign_load for p in points), "measured": measured(points),
+            "failed": list(failed) if failed and failed[0] else None}
 
 
 def measured(points) -> list[str] | None:

@@ -84,6 +84,8 @@ def _load(path: Path | str) -> tuple[dict, Path]:
         raise ResultsError(f"{path}: cannot read ({exc})") from None
     except json.JSONDecodeError as exc:
         raise ResultsError(f"{path}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from None
+    except RecursionError:
+        raise ResultsError(f"{path}: not valid JSON (nested too deeply)") from None
 
 
 def read_results(path: Path | str) -> dict:

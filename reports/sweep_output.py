@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from core.foreign_text import one_line
+
 STANDS_ON_NOTHING = "`quant gate` and `quant choose` have nothing to stand on"
 
 
@@ -17,7 +19,7 @@ def sweep_summary(results: dict, only: list[str] | None, allow_failed: bool) -> 
     first = f"sweep: {ok} ok, {len(unsupported)} unsupported, {len(failed)} failed"
     unfounded = _nothing_to_stand_on(results, ran, ok)
     lines = [first + (f"; {unfounded}: {STANDS_ON_NOTHING}" if unfounded else "")]
-    lines += [f"  {label} {name}: {reason}"
+    lines += [f"  {label} {one_line(name)}: {one_line(reason)}"
               for label, group in (("unsupported", unsupported), ("FAILED", failed)) for name, reason in group.items()]
     if failed and allow_failed and not unfounded:
         lines.append("  exit 0 despite failed variants (--allow-failed)")

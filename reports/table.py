@@ -8,7 +8,7 @@ from pathlib import Path
 from core.results import Accuracy, PerfPoint, Results, VariantRecord
 from reports import kv_memory
 from reports.cost import usd_per_million_tokens
-from reports.headline import foreign_cores, headline_figure, headline_point
+from reports.headline import failed_requests, foreign_cores, headline_figure, headline_point
 from reports.metric_kinds import higher_is_better
 from reports.ratios import length_ratio, recovery
 from reports.samples import ItemFileError, ItemMismatch, paired_between
@@ -46,6 +46,7 @@ class Row:
     usd_per_mtok: float | None = None  # dollars per million output tokens at the headline point (reports.cost)
     tok_s_ci: tuple | None = None      # out_tok_s's 95% interval (perf/repeats.py: across repeats, or within one)
     repeats: int | None = None         # runs of the headline level behind out_tok_s (its median where several)
+    failed: tuple[int, int] | None = None   # (failed, sent) requests of the headline level behind the perf columns
     pareto: bool = False
 
 
@@ -119,7 +120,7 @@ def rows_for_task(results: Results, task: str, run_dir: Path | None = None) -> l
             ttft_p99_ms=latency(point.ttft_ms, "ttft_ms.p99") if point else None,
             tpot_p99_ms=latency(point.tpot_ms, "tpot_ms.p99") if point else None,
             e2e_p99_ms=latency(point.e2e_ms, "e2e_ms.p99") if point else None,
-            p99_samples=p99_samples(point), foreign_cores=foreign_cores(v),
+            p99_samples=p99_samples(point), foreign_cores=foreign_cores(v), failed=failed_requests(v),
             size_bytes=v.size_bytes, rss_bytes=v.memory.server_rss_bytes, gpu_bytes=v.memory.server_gpu_bytes,
             kv_bytes_per_token=kv_memory.kv_bytes_per_token(v), max_sequences=kv_memory.max_sequences(v),
             kv_measured=kv_memory.measured(v), engine_kv_tokens=v.memory.engine_kv_tokens,

@@ -15,7 +15,28 @@ TORCH_VERSION=2.13.0            # the release tested here; installed unless the 
 TORCH_ACCEPTED="2.10.0 2.14.0"  # llmcompressor's range (torch>=2.10.0,<=2.14.0), as in pyproject.toml
 source scripts/installer.sh   # venv_create, pip_install, pip_uninstall: uv where it can be had, else pip
 
-if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
+# Every nvidia-smi call has a deadline: a hung driver must not hang the set-up.
+NVIDIA_SMI_TIMEOUT=${QUANT_NVIDIA_SMI_TIMEOUT:-5}
+smi() { timeout -k 1 "$NVIDIA_SMI_TIMEOUT" nvidia-smi "$@"; }
+GPU_LISTING=""
+if [[ ${QUANT_SETUP_CPU:-0} != 1 ]] && command -v nvidia-smi >/dev/null 2>&1; then
+  SMI_STATUS=0
+  GPU_LISTING=$(smi -L 2>&1) || SMI_STATUS=$?
+  GPU_LISTING=$(printf '%s' "$GPU_LISTING" | LC_ALL=C tr -cd '\11\12\40-\176')   # printable: it is echoed
+  if [[ $GPU_LISTING == *"No devices were found"* ]]; then
+    GPU_LISTING=""
+  elif (( SMI_STATUS != 0 )); then
+    WHY=$( (( SMI_STATUS == 124 )) && echo "no answer within ${NVIDIA_SMI_TIMEOUT} s" \
+           || echo "${GPU_LISTING%%$'\n'*}")
+    echo "setup: nvidia-smi is here but the NVIDIA driver does not answer (${WHY:-status $SMI_STATUS});" \
+      "nothing was downloaded. Load or reinstall the driver until \`nvidia-smi\` lists the GPUs (docs/gpu.md)," \
+      "or set QUANT_SETUP_CPU=1 to build the CPU environments on purpose" >&2
+    exit 1
+  else
+    GPU_LISTING=${GPU_LISTING:-GPU}
+  fi
+fi
+if [[ -n $GPU_LISTING ]]; then
   ON_GPU=1
   SERVE_REQS=requirements/serve-cuda.txt
   # `===`: exactly this version string, the CUDA build; `==` would let a local +cpu wheel of the release stand in.
@@ -31,7 +52,7 @@ fi
 TORCH_CUDA=${QUANT_TORCH_CUDA:-13.0}
 if (( ON_GPU )); then
   case ${TORCH_CUDA%%.*} in 11) NEED_DRIVER=450.80.02 ;; 12) NEED_DRIVER=525.60.13 ;; *) NEED_DRIVER=580.65.06 ;; esac
-  DRIVER=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -n1 | tr -d ' ' || true)
+  DRIVER=$(smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -n1 | tr -d ' ' || true)
   if [[ $DRIVER =~ ^[0-9.]+$ ]] && [[ $(printf '%s\n%s\n' "$NEED_DRIVER" "$DRIVER" | sort -V | head -n1) != "$NEED_DRIVER" ]]; then
     echo "setup: NVIDIA driver $DRIVER (R${DRIVER%%.*}) is older than torch's CUDA $TORCH_CUDA build needs" \
       "($NEED_DRIVER or newer, R${NEED_DRIVER%%.*}); nothing was downloaded. Install a newer driver, or give the" \

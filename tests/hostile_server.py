@@ -6,6 +6,7 @@ certificate lets the same server speak HTTPS."""
 from __future__ import annotations
 
 import datetime
+import gzip
 import json
 import ssl
 import threading
@@ -15,6 +16,15 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 MODEL = "served"
+INFLATED_BYTES = 96 * 2**20   # what the gzip-bomb mode's few kilobytes inflate to
+
+
+def gzip_bomb() -> bytes:
+    """INFLATED_BYTES of zeros, gzipped twice (`Content-Encoding: gzip, gzip`): a few kilobytes on the wire."""
+    if not hasattr(gzip_bomb, "body"):
+        zeros = gzip.compress(bytes(INFLATED_BYTES), compresslevel=9, mtime=0)
+        gzip_bomb.body = gzip.compress(zeros, compresslevel=9, mtime=0)
+    return gzip_bomb.body
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -44,6 +54,10 @@ class Handler(BaseHTTPRequestHandler):
             return self._trickle()
         if mode == "huge":
             return self._send(200, b" " * (2 * 2**20))
+        if mode == "gzip-bomb":
+            return self._send(200, gzip_bomb(), extra={"Content-Encoding": "gzip, gzip"})
+        if path == "/v1/models" and mode == "many-models":   # bait and switch: the model gone, 100,000 others
+            return self._json({"data": [{"id": f"model-{i:06d}"} for i in range(100_000)]})
         if path == "/v1/models":
             return self._json({"data": [{"id": MODEL, "owned_by": "x\x1b]52;c;aGk=\x07 [/bold]\n## heading",
                                          "max_model_len": 512}]})
@@ -59,14 +73,37 @@ class Handler(BaseHTTPRequestHandler):
             return self._send(307, b"", extra={"Location": self.server.redirect_to + urlsplit(self.path).path})
         if mode == "wrong-shape":
             return self._json({"choices": ["not a choice"]})
+        if mode == "gzip-bomb":
+            return self._send(200, gzip_bomb(), extra={"Content-Encoding": "gzip, gzip"})
+        if mode == "deep-json":
+            return self._send(200, b"[" * 100_000 + b"]" * 100_000)
+        if mode == "stall":   # headers, then nothing
+            return self._stall(body.get("stream"))
         if body.get("stream"):
-            usage = {"prompt_tokens": 2, "completion_tokens": 1e999 if mode == "infinite-usage" else 2}
+            claimed = {"infinite-usage": 1e999, "usage-lies": 999_999_999}.get(mode, 2)
+            usage = {"prompt_tokens": 2, "completion_tokens": claimed}
             chunks = [{"choices": [{"text": "a", "token_ids": [5]}]}, {"choices": [{"text": "b", "token_ids": [6]}]},
                       {"choices": [], "usage": usage}]
             text = "".join(f"data: {json.dumps(c)}\n\n" for c in chunks) + "data: [DONE]\n\n"
             return self._send(200, text.encode(), "text/event-stream")
+        if body.get("echo") and isinstance(body.get("prompt"), list):
+            # prompt log-probabilities, one entry more than the ids sent where the server adds a BOS
+            n = len(body["prompt"]) + (1 if mode == "adds-bos" else 0)
+            return self._json({"choices": [{"text": "", "logprobs": {
+                "tokens": ["t"] * n, "token_logprobs": [None] + [-0.5] * (n - 1),
+                "top_logprobs": [None] + [{"t": -0.5}] * (n - 1)}}]})
+        if mode == "lone-surrogate":
+            return self._send(200, b'{"choices": [{"text": " Par\\ud800is", "finish_reason": "length"}]}')
         self._json({"choices": [{"text": " Paris", "logprobs": None, "finish_reason": "length"}],
                     "usage": {"prompt_tokens": 5, "completion_tokens": 1}})
+
+    def _stall(self, stream: bool) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream" if stream else "application/json")
+        self.send_header("Content-Length", "100000")
+        self.end_headers()
+        self.wfile.flush()
+        time.sleep(30)
 
     def _trickle(self) -> None:
         self.send_response(200)

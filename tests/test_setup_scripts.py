@@ -74,10 +74,10 @@ def test_pip_only_and_uv_only(tmp_path):
 
 def _setup(tmp_path: Path, gpu: bool, torch_in_main_venv: str = "",
            fail_serve: bool = False, gpu_unseen: bool = False, driver: str = "",
-           extra_env: dict | None = None) -> tuple[int, str, list[str]]:
+           extra_env: dict | None = None, nvidia_smi: str = "") -> tuple[int, str, list[str]]:
     """scripts/setup.sh with fakes for uv, nvidia-smi (a GPU when `gpu`), bwrap and the two venvs' python (the
     main one reports `torch_in_main_venv` as its installed torch; the serving one fails to import vllm when
-    `fail_serve`; the main one's torch does not see the GPU when `gpu_unseen`)."""
+    `fail_serve`; the main one's torch does not see the GPU when `gpu_unseen`); nvidia_smi: the fake's own body."""
     calls, bin_dir, site = tmp_path / "calls", tmp_path / "bin", tmp_path / "site"
     bin_dir.mkdir(parents=True, exist_ok=True)
     if torch_in_main_venv:
@@ -90,8 +90,8 @@ def _setup(tmp_path: Path, gpu: bool, torch_in_main_venv: str = "",
                                             'echo "main-python $*" >> CALLS'
                                             + ('\ncase "$*" in *torch.cuda*) exit 1;; esac' if gpu_unseen else ''),
              tmp_path / "serve/bin/python": 'echo "serve-python $*" >> CALLS' + ("\nexit 1" if fail_serve else "")}
-    if gpu:
-        fakes[bin_dir / "nvidia-smi"] = f'echo "{driver}"' if driver else "true"
+    if gpu or nvidia_smi:
+        fakes[bin_dir / "nvidia-smi"] = nvidia_smi or (f'echo "{driver}"' if driver else "true")
     for path, body in fakes.items():
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text('#!/bin/sh\n[ "$1" = "--version" ] && echo "uv 0.0.0" && exit 0\n'
@@ -234,3 +234,18 @@ def test_a_driver_older_than_the_cuda_build_stops_the_setup_before_any_download(
     assert any(call.startswith("serve-python -c import sys, torch") for call in calls)   # but asked for its GPU
     code, output, calls = _setup(tmp_path / "r580", gpu=True, driver="580.82.07")
     assert code == 0, output
+
+
+def test_a_driver_that_does_not_answer_stops_the_setup_before_anything_is_installed(tmp_path):
+    failed = ('echo "NVIDIA-SMI has failed because it couldn\'t communicate with the NVIDIA driver. Make sure that the '
+              'latest NVIDIA driver is installed and running."; exit 9')
+    code, output, calls = _setup(tmp_path / "dead", gpu=False, nvidia_smi=failed)
+    assert code == 1 and "the NVIDIA driver does not answer (NVIDIA-SMI has failed because it couldn't" in output
+    assert "QUANT_SETUP_CPU=1" in output and calls == [], (output, calls)   # not the CPU stack, nothing fetched
+    code, output, calls = _setup(tmp_path / "hung", gpu=False, nvidia_smi="exec sleep 30",
+                                 extra_env={"QUANT_NVIDIA_SMI_TIMEOUT": "1"})
+    assert code == 1 and "does not answer (no answer within 1 s)" in output and calls == [], output
+    code, output, calls = _setup(tmp_path / "none", gpu=False, nvidia_smi='echo "No devices were found"; exit 6')
+    assert code == 0 and any("-r requirements/serve-cpu.txt" in call for call in calls), output   # no GPU: CPU
+    code, output, calls = _setup(tmp_path / "opt-out", gpu=False, nvidia_smi=failed, extra_env={"QUANT_SETUP_CPU": "1"})
+    assert code == 0 and any("-r requirements/serve-cpu.txt" in call for call in calls), output

@@ -15,7 +15,7 @@ import httpx
 from lm_eval.api.model import LM
 
 from core import http_policy
-from core.foreign_text import clean_text
+from core.foreign_text import capped, clean_text
 
 from evals.kl import TOP_K
 from evals.tokens import encoder, prefix_token_id, rolling_ids, split_ids
@@ -52,7 +52,8 @@ class ServedLM(LM):
     likelihood request and top-k request raises NotMeasurable with it. `headers`: sent with every request."""
 
     def __init__(self, completions_url: str, model: str, tokenizer_dir: str | Path | None = None,
-                 concurrency: int = 32, max_retries: int = 4, timeout_s: float = 300.0, progress=None,
+                 concurrency: int = 32, max_retries: int = 4, timeout_s: float = http_policy.STALL_S,
+                 progress=None,
                  headers: dict[str, str] | None = None, unscorable: str | None = None,
                  deadline_s: float = 3600.0) -> None:
         super().__init__()
@@ -146,7 +147,8 @@ class ServedLM(LM):
         async def run() -> list:
             limits = httpx.Limits(max_connections=self.concurrency, max_keepalive_connections=self.concurrency)
             gate = asyncio.Semaphore(self.concurrency)
-            async with httpx.AsyncClient(timeout=self.timeout_s, limits=limits, headers=self.headers,
+            async with httpx.AsyncClient(timeout=self.timeout_s, limits=limits,
+                                         headers={**http_policy.ACCEPT_ENCODING, **self.headers},
                                          **http_policy.httpx_options(self.url)) as client:
                 self._client = client
 
@@ -187,19 +189,42 @@ class ServedLM(LM):
                 self.max_model_len, " (further cuts logged at DEBUG)" if level == logging.WARNING else "")
 
     async def _prompt_logprobs(self, ids: list[int], k: int) -> dict:
-        return (await self._post({"prompt": ids, "max_tokens": 0, "echo": True, "logprobs": k,
-                                  "temperature": 0.0}))["logprobs"]
+        """The server's log-probabilities of the prompt `ids`, one entry per id sent: scored by position, an
+        array of another length (a server that adds a BOS or drops a token) would score the wrong tokens."""
+        lp = (await self._post({"prompt": ids, "max_tokens": 0, "echo": True, "logprobs": k,
+                                "temperature": 0.0})).get("logprobs")
+        if not isinstance(lp, dict):
+            raise MalformedAnswer(f"{self.url} answered no log-probabilities for an echoed prompt")
+        lengths = {len(a) if isinstance(a, list) else None for a in (lp.get("token_logprobs"), lp.get("top_logprobs"))}
+        if lengths != {len(ids)}:
+            found = ", ".join(sorted(str(n) for n in lengths if n is not None)) or "none"
+            raise NotMeasurable(f"prompt log-probabilities: the server returned {found} entries for the "
+                                f"{len(ids)} prompt tokens sent (it adds or drops tokens): they cannot be aligned")
+        return lp
 
     async def _continuation_logprob(self, ctx: list[int], cont: list[int]) -> tuple[float, bool]:
         lp = await self._prompt_logprobs(ctx + cont, 1)
         tail = range(len(ctx), len(ctx) + len(cont))
-        total = sum(lp["token_logprobs"][i] for i in tail)
-        greedy = all(lp["token_logprobs"][i] >= max(lp["top_logprobs"][i].values()) - 1e-6 for i in tail)
-        return total, greedy
+        token = [self._logprob(lp["token_logprobs"][i]) for i in tail]
+        tops = [self._top(lp["top_logprobs"][i]) for i in tail]
+        greedy = all(t >= max(top.values(), default=t) - 1e-6 for t, top in zip(token, tops))
+        return sum(token), greedy
 
     async def _continuation_topk(self, ctx: list[int], cont: list[int], k: int) -> list[dict[str, float]]:
         lp = await self._prompt_logprobs(ctx + cont, k)
-        return [dict(lp["top_logprobs"][i]) for i in range(len(ctx), len(ctx) + len(cont))]
+        return [self._top(lp["top_logprobs"][i]) for i in range(len(ctx), len(ctx) + len(cont))]
+
+    def _logprob(self, value) -> float:
+        """A log-probability from the server: a finite number <= 0 (a rounding hair above allowed), else the
+        answer is malformed."""
+        if type(value) not in (int, float) or not -1e6 < value <= 1e-3:
+            raise MalformedAnswer(f"{self.url} answered a log-probability of {clean_text(str(value))[:40]!r}")
+        return float(value)
+
+    def _top(self, entry) -> dict[str, float]:
+        if not isinstance(entry, dict):
+            raise MalformedAnswer(f"{self.url} answered top log-probabilities that are not a mapping")
+        return {str(token): self._logprob(value) for token, value in entry.items()}
 
     async def _post(self, body: dict) -> dict:
         body = {"model": self.model, **body}
@@ -209,8 +234,8 @@ class ServedLM(LM):
                 if status == 200:
                     return _choice(text, self.url)
                 if status < 500 and status != 429:  # our request is wrong (or a redirect, never followed): no retry
-                    raise RequestRejected(f"HTTP {status} from {self.url}: {clean_text(text[:300])}")
-                error = f"HTTP {status}: {clean_text(text[:200])}"
+                    raise RequestRejected(f"HTTP {status} from {self.url}: {clean_text(capped(text, 300))}")
+                error = f"HTTP {status}: {clean_text(capped(text, 200))}"
             except (httpx.TransportError, httpx.TimeoutException, asyncio.TimeoutError) as exc:
                 error = f"{type(exc).__name__}: {exc}"
             if attempt == self.max_retries:
@@ -220,15 +245,14 @@ class ServedLM(LM):
 
     async def _send(self, body: dict) -> tuple[int, str]:
         async with self._client.stream("POST", self.url, json=body) as response:
-            content = await http_policy.read_capped_async(response.aiter_bytes())
+            content = await http_policy.read_body(response)
             return response.status_code, content.decode("utf-8", "replace")
 
 
 def _choice(text: str, url: str) -> dict:
     """The first choice of a completion; MalformedAnswer where the server's answer is not one."""
-    import json
     try:
-        choice = json.loads(text)["choices"][0]
+        choice = http_policy.parse_json(text)["choices"][0]
     except (ValueError, KeyError, IndexError, TypeError):
         choice = None
     if not isinstance(choice, dict):

@@ -48,5 +48,6 @@ def served_dtype(requested: str, facts: dict | None, model_dir: Path | None) -> 
     if requested != "auto" or not on_gpu(facts):
         return compute_dtype(requested, facts.get("device") == "cpu", facts.get("cpu_isa"))
     gpus = facts.get("gpus") or []
-    bf16 = all(g.get("bf16") for g in gpus) if gpus else True   # GPUs unknown (no nvidia-smi): a current one
+    # GPUs unknown (no nvidia-smi), or their compute capability (driver 470): taken for current ones
+    bf16 = all(g.get("bf16") or ("compute_cap" in g and g["compute_cap"] is None) for g in gpus)
     return gpu_auto_dtype(checkpoint_dtype(model_dir) if model_dir else None, bf16)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import httpx
 
 from core import http_policy
-from core.foreign_text import one_line
+from core.foreign_text import capped, one_line
 from perf.engines.process import EngineDiedError
 
 PROBE_PROMPT = "The capital of France is"
@@ -70,7 +70,9 @@ class EndpointServer:
                 listed = _models(self.base_url, self.headers)
                 if self.model in listed:
                     return None
-                problem = f"it no longer lists model {self.model!r} (it lists {', '.join(listed) or 'none'})"
+                problem = (f"it no longer lists model {capped(self.model)!r} "
+                           f"(it lists {capped(one_line(', '.join(listed[:100]))) or 'none'}"
+                           f"{f'; {len(listed):,} models in all' if len(listed) > 100 else ''})")
             except EndpointProblem as exc:
                 problem = str(exc)
             if time.monotonic() >= deadline:
@@ -96,13 +98,13 @@ def probe(base_url: str, model: str, api_key_env: str | None = None) -> dict:
     cards = _model_cards(base_url, server.headers)
     card = next((c for c in cards if c.get("id") == model), None)
     if card is None:
-        listed = one_line(", ".join(str(c.get("id")) for c in cards)[:300]) or "no model"
+        listed = capped(one_line(", ".join(str(c.get("id")) for c in cards[:100])), 300) or "no model"
         raise EndpointProblem(f"{base_url} does not serve model {model!r}; it lists {listed}")
     limit = card.get("max_model_len")
     facts = {"base_url": base_url, "model": model, "owned_by": one_line(card.get("owned_by")),
              "max_model_len": limit if type(limit) is int and limit > 0 else None, "probed": round(time.time(), 3),
              **_identity(base_url, server.headers)}
-    facts["token_prompts"] = _takes_token_ids(server)
+    facts["token_prompts"] = server.facts["token_prompts"] = _takes_token_ids(server)
     facts.update(prompt_logprobs(server))
     return facts
 
@@ -163,10 +165,32 @@ def prompt_logprobs(server: EndpointServer) -> dict:
     except EndpointProblem as exc:
         return {"prompt_logprobs": f"not checked: {exc}", "top_logprobs": 0}
     try:
-        return _checked_logprobs(greedy, choice)
+        found = _checked_logprobs(greedy, choice)
+        if found["prompt_logprobs"] == ALIGNED and server.facts.get("token_prompts") is not False:
+            found["prompt_logprobs"] = _echo_length(server) or ALIGNED
+        return found
     except (TypeError, AttributeError, ValueError):
         return {"prompt_logprobs": "not checked: the log-probabilities are not in the OpenAI format",
                 "top_logprobs": 0}
+
+
+PROBE_IDS = [1, 2, 3, 4]
+
+
+def _echo_length(server: EndpointServer) -> str | None:
+    """Why the server's prompt log-probabilities of a token-id prompt (as the evals send it) cannot be scored
+    by position: an array of another length than the ids sent (a BOS added, a token dropped); else None."""
+    try:
+        logprobs = _complete(server, {"prompt": PROBE_IDS, "max_tokens": 0, "echo": True, "logprobs": 1,
+                                      "temperature": 0.0}).get("logprobs") or {}
+    except EndpointProblem as exc:
+        return f"not checked: {exc}"
+    entries = logprobs.get("token_logprobs")
+    if not isinstance(entries, list) or len(entries) != len(PROBE_IDS):
+        found = len(entries) if isinstance(entries, list) else "no"
+        return (f"the server returns {found} prompt log-probabilities for the {len(PROBE_IDS)} prompt tokens sent "
+                "(it adds or drops tokens): they cannot be aligned")
+    return None
 
 
 def _checked_logprobs(greedy: str, choice: dict) -> dict:
@@ -200,10 +224,14 @@ def alignment(tokens: list[str], tops: list[dict | None], at: int) -> str:
 
 
 def _position_of(tokens: list[str], text: str) -> int | None:
-    """The index of the echoed token that ends `text` (the echo may carry the generated token after it)."""
+    """The index of the echoed token that ends `text` (the echo may carry the generated token after it). Only
+    the last characters spelled are kept, so an echo of millions of tokens costs one pass over it."""
+    keep = 2 * len(text) + 64   # the text and the whitespace a token may carry around it
     spelled = ""
     for i, token in enumerate(tokens):
-        spelled += token
+        if not isinstance(token, str):
+            return None
+        spelled = (spelled + token[-keep:])[-keep:]
         if spelled.endswith(text) or spelled.strip().endswith(text.strip()):
             return i
     return None
@@ -216,7 +244,7 @@ def _complete(server: EndpointServer, body: dict) -> dict:
     except (httpx.HTTPError, http_policy.PolicyError) as exc:
         raise EndpointProblem(one_line(f"{type(exc).__name__}: {exc}")) from None
     if response.status_code != 200:
-        raise EndpointProblem(f"HTTP {response.status_code}: {one_line(response.text[:200])}")
+        raise EndpointProblem(f"HTTP {response.status_code}: {one_line(capped(response.text, 200))}")
     try:
         choice = response.json()["choices"][0]
     except (ValueError, KeyError, IndexError, TypeError):

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 from dataclasses import asdict, dataclass
+
+from perf.engines import nvidia_smi as nvidia_smi_run
 
 MIB = 1 << 20
 BF16_COMPUTE_CAP = 8.0   # Ampere and newer have bfloat16 kernels; vLLM falls back to float16 below it
@@ -19,11 +20,14 @@ class Gpu:
     index: int
     uuid: str
     name: str
-    memory_total_bytes: int
-    memory_free_bytes: int
-    compute_cap: float | None
+    memory_total_bytes: int | None     # None: nvidia-smi says [N/A] (MIG mode, some containers)
+    memory_free_bytes: int | None
+    compute_cap: float | None          # None: unknown (driver 470 has no compute_cap field)
     utilization: float | None = None   # percent of the last sample period a kernel ran (nvidia-smi utilization.gpu)
     parent: str | None = None          # a MIG instance: the UUID of the GPU it is a slice of
+    compute_mode: str | None = None    # Default, Exclusive_Process or Prohibited
+    ecc_uncorrected: int | None = None   # uncorrectable ECC errors since the driver loaded; None: not reported
+    mig: bool = False                  # a GPU in MIG mode: CUDA sees its instances, not the GPU
 
     @property
     def bf16(self) -> bool:
@@ -34,68 +38,75 @@ class Gpu:
 
 
 def nvidia_smi(*query: str) -> str | None:
-    """nvidia-smi's CSV answer (no header, no units); None without nvidia-smi or where it fails."""
-    try:
-        out = subprocess.run(["nvidia-smi", *query, "--format=csv,noheader,nounits"], capture_output=True,
-                             text=True, timeout=10)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return out.stdout if out.returncode == 0 else None
+    """nvidia-smi's CSV answer (no header, no units); None without nvidia-smi or where it fails or hangs."""
+    return nvidia_smi_run.csv(*query)
 
 
 def _number(text: str) -> float | None:
     try:
         return float(text)
-    except ValueError:   # "[N/A]", "[Not Supported]"
+    except ValueError:   # "[N/A]", "[Not Supported]", "[Unknown Error]"
         return None
 
 
-GPU_QUERY = "--query-gpu=index,uuid,name,memory.total,memory.free,compute_cap,utilization.gpu"
+def _mib(text: str) -> int | None:
+    number = _number(text)
+    return None if number is None else int(number * MIB)
 
 
-def parse_gpus(csv_text: str) -> list[Gpu]:
-    """`GPU_QUERY`'s answer -> the GPUs (memory in MiB; compute_cap and utilization.gpu may be absent)."""
+GPU_FIELDS = ["index", "uuid", "name", "memory.total", "memory.free", "compute_cap", "utilization.gpu",
+              "compute_mode", "ecc.errors.uncorrected.volatile.total", "mig.mode.current"]
+
+
+def parse_gpus(csv_text: str, fields: list[str] | None = None) -> list[Gpu]:
+    """The answer to a query of `fields` (GPU_FIELDS) -> the GPUs (memory in MiB); a field nvidia-smi left out or
+    answered [N/A] / [Not Supported] is unknown (None), never 0."""
+    fields = fields or GPU_FIELDS
     gpus = []
     for line in csv_text.strip().splitlines():
-        parts = [p.strip() for p in line.split(",")]
-        if len(parts) < 5 or not parts[0].isdigit():
+        row = dict(zip(fields, (p.strip() for p in line.split(","))))
+        if not row.get("index", "").isdigit() or "uuid" not in row:
             continue
-        total, free = _number(parts[3]), _number(parts[4])
-        gpus.append(Gpu(int(parts[0]), parts[1], parts[2], int((total or 0) * MIB), int((free or 0) * MIB),
-                        _number(parts[5]) if len(parts) > 5 else None,
-                        _number(parts[6]) if len(parts) > 6 else None))
+        ecc = _number(row.get("ecc.errors.uncorrected.volatile.total", ""))
+        mode = row.get("compute_mode", "")
+        gpus.append(Gpu(int(row["index"]), row["uuid"], row.get("name", "unknown"), _mib(row.get("memory.total", "")),
+                        _mib(row.get("memory.free", "")), _number(row.get("compute_cap", "")),
+                        _number(row.get("utilization.gpu", "")), None,
+                        mode if mode and not mode.startswith("[") else None,
+                        None if ecc is None else int(ecc), row.get("mig.mode.current") == "Enabled"))
     return gpus
 
 
 # `nvidia-smi -L`: "GPU 0: NVIDIA A100-SXM4-80GB (UUID: GPU-…)" then, under a GPU in MIG mode, one line per
-# instance: "  MIG 3g.40gb     Device  0: (UUID: MIG-…)".
+# instance: "  MIG 3g.40gb     Device  0: (UUID: MIG-…)" (profiles such as 1g.10gb+me carry a suffix).
 _GPU_LINE = re.compile(r"^GPU (\d+): .*\(UUID: (GPU-[^)]+)\)")
 _MIG_LINE = re.compile(r"^\s+MIG (\S+)\s+Device\s+(\d+): \(UUID: (MIG-[^)]+)\)")
-_MIG_MEMORY = re.compile(r"\.(\d+)gb$")
+_MIG_MEMORY = re.compile(r"\.(\d+)gb\b")
 
 
 def mig_instances(list_text: str, gpus: list[Gpu]) -> list[Gpu]:
     """The MIG instances `nvidia-smi -L` lists, as GPUs of their own: the parent's name and capability with the
-    profile, memory from the profile (3g.40gb: 40 GB; nvidia-smi's queries give no free figure per instance),
-    utilization unknown."""
+    profile, memory from the profile (3g.40gb, 1g.10gb+me: 40 and 10 GB; nvidia-smi's queries give no free
+    figure per instance, so free is unknown), utilization unknown, the parent's compute mode and ECC errors."""
     by_index, found, parent = {g.index: g for g in gpus}, [], None
     for line in list_text.splitlines():
         if m := _GPU_LINE.match(line):
             parent = by_index.get(int(m[1]))
         elif (m := _MIG_LINE.match(line)) and parent is not None:
             size = _MIG_MEMORY.search(m[1])
-            total = int(size[1]) * 10**9 if size else parent.memory_total_bytes
-            found.append(Gpu(int(m[2]), m[3], f"{parent.name} MIG {m[1]}", total, total, parent.compute_cap,
-                             None, parent.uuid))
+            total = int(size[1]) * 10**9 if size else None
+            found.append(Gpu(int(m[2]), m[3], f"{parent.name} MIG {m[1]}", total, None, parent.compute_cap,
+                             None, parent.uuid, parent.compute_mode, parent.ecc_uncorrected))
     return found
 
 
 def visible(gpus: list[Gpu], env: dict[str, str] | None = None, migs: list[Gpu] | None = None) -> list[Gpu]:
     """The GPUs CUDA_VISIBLE_DEVICES leaves to the sweep's processes (by index, GPU- or MIG- UUID or a prefix of
-    one; unset: all, empty: none). A MIG- entry is that instance (`migs`, from mig_instances)."""
+    one; unset: all, a GPU in MIG mode as its instances; empty: none). A MIG- entry is that instance (`migs`,
+    from mig_instances)."""
     value = (os.environ if env is None else env).get("CUDA_VISIBLE_DEVICES")
     if value is None:
-        return gpus
+        return [one for g in gpus for one in ([m for m in migs or [] if m.parent == g.uuid] if g.mig else [g])]
     chosen = []
     for item in (v.strip() for v in value.split(",")):
         if not item or item == "-1":
@@ -109,22 +120,15 @@ def visible(gpus: list[Gpu], env: dict[str, str] | None = None, migs: list[Gpu] 
 
 
 def visible_gpus(env: dict[str, str] | None = None) -> list[Gpu]:
-    """This host's GPUs that the sweep's processes may use; [] without nvidia-smi."""
-    out = nvidia_smi(GPU_QUERY)
-    if not out:
+    """This host's GPUs that the sweep's processes may use (a GPU in MIG mode as its instances); [] without
+    nvidia-smi or where it fails."""
+    answer = nvidia_smi_run.query("gpu", GPU_FIELDS)
+    if answer is None:
         return []
-    gpus = parse_gpus(out)
-    value = (os.environ if env is None else env).get("CUDA_VISIBLE_DEVICES") or ""
-    migs = mig_instances(_listing(), gpus) if "MIG-" in value else []
+    gpus = parse_gpus(answer[1], answer[0])
+    names_mig = "MIG-" in ((os.environ if env is None else env).get("CUDA_VISIBLE_DEVICES") or "")
+    migs = mig_instances(nvidia_smi_run.listing(), gpus) if names_mig or any(g.mig for g in gpus) else []
     return visible(gpus, env, migs)
-
-
-def _listing() -> str:
-    try:
-        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.TimeoutExpired):
-        return ""
-    return out.stdout if out.returncode == 0 else ""
 
 
 def driver_version() -> str | None:

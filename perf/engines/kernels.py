@@ -8,8 +8,10 @@ from __future__ import annotations
 import re
 
 # vLLM 0.32's lines: "Selected CutlassFP8ScaledMMLinearKernel for CompressedTensorsW8A8Fp8" (kernels/linear),
-# "Using MarlinLinearKernel for CompressedTensorsWNA16" (compressed_tensors schemes, GPTQ/AWQ methods).
-_PICKED = re.compile(r"\] (?:Selected|Using) (\w+) for (\w+)\s*$")
+# "Using MarlinLinearKernel for CompressedTensorsWNA16" (compressed_tensors schemes, GPTQ/AWQ methods), "Using
+# CutlassNvFp4LinearKernel for NVFP4 GEMM", "Using MacheteLinearKernel for mixed-precision linear", "Using
+# MarlinExperts for MXFP4 MoE". Its other "Using X for Y" lines (the attention backend, sampling) name no kernel.
+_PICKED = re.compile(r"\] (?:Selected|Using) (\w+(?:Kernel|Experts)) for ([^.]+?)\.?\s*$")
 _FALLBACKS = {
     "Weight-only FP8 compression will be used leveraging the Marlin kernel": "weight-only FP8 (Marlin)",
     "Weight-only FP4 compression will be used leveraging the Marlin kernel": "weight-only FP4 (Marlin)",

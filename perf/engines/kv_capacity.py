@@ -4,9 +4,11 @@ that makes at its max_model_len ("Maximum concurrency for 512 tokens per request
 gave the cache ("Explicitly set (1.0/23.54) GiB for KV cache" on a CPU, "Available KV cache memory: 12.3 GiB"
 on a GPU). What the checkpoint's config computes (perf/memory.py) is a model of this; this is the engine's
 own figure, with its block layout, its KV precision and, on a GPU, the weights and activations it measured.
-Under tensor parallelism each rank logs its own share of the memory ("(Worker_TP1 pid=...) ... Available KV cache
-memory: 6.1 GiB", "Model loading took 7.5 GiB memory ..."): those are summed over the ranks, while the tokens
-(every rank holds every token, for its heads) are logged once."""
+Under tensor and pipeline parallelism every rank holds its share of the weights and of the KV cache, while the
+tokens (every rank holds every token, for its heads or layers) are logged once. vLLM 0.32 logs the memory figures
+with info_once, which writes on the node's first local rank only ("(Worker_TP0 pid=...) ... Available KV cache
+memory: 55.0 GiB", "Model loading took 7.48 GiB memory ..."; Worker_TP1 is silent): the engine's figure is that
+rank's times the ranks. Where every rank logs its own (older versions), the ranks' figures are summed."""
 
 from __future__ import annotations
 
@@ -28,21 +30,26 @@ def _last(pattern: re.Pattern, text: str) -> re.Match | None:
     return found
 
 
-def _summed_over_ranks(pattern: re.Pattern, text: str) -> tuple[float, int] | None:
-    """The last figure each process logged, summed over the processes, and how many there were."""
+def _over_ranks(pattern: re.Pattern, text: str, ranks: int) -> tuple[float, int] | None:
+    """The engine's figure over its `ranks` (tensor x pipeline parallel) and how many ranks it counts: the last
+    figure each process logged, summed, a rank that logged none taken to hold what the logged ones hold on
+    average (vLLM logs rank 0's only)."""
     last: dict[str, float] = {}
     for line in text.splitlines():
         if m := pattern.search(line):
             process = _PROCESS.match(line.strip())
             last[process[1] if process else ""] = float(next(g for g in m.groups() if g is not None))
-    return (round(sum(last.values()), 2), len(last)) if last else None
+    if not last:
+        return None
+    counted = max(ranks, len(last))
+    return round(sum(last.values()) * counted / len(last), 2), counted
 
 
-def kv_capacity(log_text: str) -> dict | None:
-    """{device, kv_tokens, and where logged: max_model_len, max_concurrency, kv_gib and weights_gib (summed over
-    tensor-parallel ranks, `ranks` where more than one), kv_bytes_per_token} from one start's log (its last
-    report); None where the log has no KV cache size. kv_bytes_per_token: the logged memory over the tokens (the
-    memory is logged to 0.01 GiB)."""
+def kv_capacity(log_text: str, ranks: int = 1) -> dict | None:
+    """{device, kv_tokens, and where logged: max_model_len, max_concurrency, kv_gib and weights_gib (over the
+    engine's `ranks`, tensor x pipeline parallel, given where more than one), kv_bytes_per_token} from one
+    start's log (its last report); None where the log has no KV cache size. kv_bytes_per_token: the memory over
+    the tokens (the memory is logged to 0.01 GiB)."""
     tokens = _last(_TOKENS, log_text)
     if tokens is None:
         return None
@@ -50,13 +57,13 @@ def kv_capacity(log_text: str) -> dict | None:
     if concurrency := _last(_CONCURRENCY, log_text):
         found.update(max_model_len=int(concurrency.group(1).replace(",", "")),
                      max_concurrency=float(concurrency.group(2)))
-    if memory := _summed_over_ranks(_MEMORY, log_text):
+    if memory := _over_ranks(_MEMORY, log_text, ranks):
         found["kv_gib"], ranks = memory
         if ranks > 1:
             found["ranks"] = ranks
         if found["kv_tokens"] and found["kv_gib"]:
             found["kv_bytes_per_token"] = round(found["kv_gib"] * GIB / found["kv_tokens"])
-    if weights := _summed_over_ranks(_WEIGHTS, log_text):
+    if weights := _over_ranks(_WEIGHTS, log_text, ranks):
         found["weights_gib"] = weights[0]
     return found
 

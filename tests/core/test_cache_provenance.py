@@ -75,6 +75,34 @@ def test_a_checkpoint_changed_after_it_was_sealed_is_rebuilt_even_with_its_times
     assert cache.has("checkpoints", "k") and weights.read_bytes() == WEIGHTS
 
 
+def test_weights_reached_through_a_linked_folder_are_sealed_and_checked(tmp_path):
+    """A checkpoint whose folder links to weights elsewhere: the digest covers every file the entry reaches, so
+    a change to the linked weights (or to where the link points) rebuilds it."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "weights.safetensors").write_bytes(WEIGHTS)
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "weights.safetensors").write_bytes(b"\xfe" + WEIGHTS[1:])
+    cache = Cache(tmp_path / "cache")
+
+    def build() -> None:
+        staged = cache.staging("checkpoints", "k")
+        (staged / "model").symlink_to(elsewhere)
+        (staged / "loop").symlink_to(staged)   # walked once, not forever
+        cache.commit("checkpoints", "k", staged)
+
+    build()
+    assert cache.has("checkpoints", "k")
+    (elsewhere / "weights.safetensors").write_bytes(b"\xff" + WEIGHTS[1:])
+    assert not cache.has("checkpoints", "k") and not Cache(tmp_path / "cache").has("checkpoints", "k")
+    (elsewhere / "weights.safetensors").write_bytes(WEIGHTS)
+    build()
+    entry = tmp_path / "cache" / "checkpoints" / "k"
+    (entry / "model").unlink()
+    (entry / "model").symlink_to(tmp_path / "other")
+    assert not Cache(tmp_path / "cache").has("checkpoints", "k")
+
+
 def test_a_copied_cache_is_checked_by_content_and_reused(tmp_path):
     import shutil
 

@@ -74,6 +74,7 @@ def test_a_recipe_cannot_send_any_variable_as_a_key(servers, monkeypatch):
 
 def test_a_key_goes_over_https_or_to_loopback_only(monkeypatch):
     monkeypatch.setenv("QUANT_ENDPOINT_STAGING", "k")
+    monkeypatch.setenv(http_policy.ALLOWED_HOSTS_VAR, "staging.example")
     assert http_policy.key_problem("http://127.0.0.1:8000", "QUANT_ENDPOINT_STAGING") is None
     assert http_policy.key_problem("http://localhost:8000", "QUANT_ENDPOINT_STAGING") is None
     assert http_policy.key_problem("https://staging.example:8000", "QUANT_ENDPOINT_STAGING") is None
@@ -81,6 +82,23 @@ def test_a_key_goes_over_https_or_to_loopback_only(monkeypatch):
         probe("http://10.1.2.3:8000", MODEL, "QUANT_ENDPOINT_STAGING")
     assert http_policy.bearer("http://10.1.2.3:8000", "QUANT_ENDPOINT_STAGING") == {}
     assert http_policy.bearer("http://[::1]:8000", "QUANT_ENDPOINT_STAGING") == {"Authorization": "Bearer k"}
+
+
+def test_a_key_goes_only_to_the_hosts_the_user_lists(monkeypatch):
+    """The recipe names both the key and the URL; the user's $QUANT_ENDPOINT_KEY_HOSTS decides where keys go."""
+    monkeypatch.setenv("QUANT_ENDPOINT_STAGING", "k")
+    monkeypatch.delenv(http_policy.ALLOWED_HOSTS_VAR, raising=False)
+    with pytest.raises(EndpointProblem, match="only to the hosts listed in \\$QUANT_ENDPOINT_KEY_HOSTS .*"
+                                              "attacker.example is not listed"):
+        probe("https://attacker.example", MODEL, "QUANT_ENDPOINT_STAGING")
+    assert http_policy.bearer("https://attacker.example/v1", "QUANT_ENDPOINT_STAGING") == {}
+    monkeypatch.setenv(http_policy.ALLOWED_HOSTS_VAR, "api.example, *.staging.example, pinned.example:8443")
+    allowed = ["https://api.example/v1", "https://API.example:8443", "https://eu.staging.example",
+               "https://pinned.example:8443"]
+    refused = ["https://api.example.attacker.example", "https://staging.example", "https://evilstaging.example",
+               "https://pinned.example", "http://api.example"]
+    assert [u for u in allowed if http_policy.bearer(u, "QUANT_ENDPOINT_STAGING")] == allowed
+    assert [u for u in refused if http_policy.bearer(u, "QUANT_ENDPOINT_STAGING")] == []
 
 
 def test_a_user_name_in_the_url_is_refused_before_work():

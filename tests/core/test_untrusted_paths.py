@@ -56,6 +56,25 @@ def test_a_symlink_in_the_mirror_does_not_lead_a_download_outside(tmp_path, buck
     assert not (tmp_path / "elsewhere" / "a.txt").exists()
 
 
+def test_a_file_run_never_hands_over_what_its_links_point_to(tmp_path):
+    """A file:// run whose variant folder links to a private file (or a linked folder) of the user's: the link
+    is not followed, so nothing of the user's becomes a world-readable file of the shared run."""
+    secret = tmp_path / "credentials"
+    secret.write_text("aws_secret_access_key = s3cr3t")
+    secret.chmod(0o600)
+    (tmp_path / "private").mkdir()
+    (tmp_path / "private" / "token").write_text("hf_secret")
+    run = tmp_path / "theirs"
+    (run / "variants" / "v").mkdir(parents=True)
+    (run / "variants" / "v" / "accuracy.jsonl").write_text("{}\n")
+    (run / "variants" / "v" / "server.log").symlink_to(secret)
+    (run / "variants" / "v" / "more").symlink_to(tmp_path / "private")
+    (run / "linked").symlink_to(run / "variants")
+    local = tmp_path / "mirror"
+    assert Remote(f"file://{run}").download_dir("", local) == 1
+    assert [p.relative_to(local).as_posix() for p in local.rglob("*") if p.is_file()] == ["variants/v/accuracy.jsonl"]
+
+
 def test_a_variant_name_in_results_json_never_becomes_a_path_outside_the_run(tmp_path, capsys):
     run = tmp_path / "run"
     shutil.copytree(DEMO, run)

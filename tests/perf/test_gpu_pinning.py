@@ -35,14 +35,15 @@ def test_a_busy_gpu_0_is_passed_over_and_the_choice_reaches_every_child(tmp_path
             apps=[{"pid": 1, "gpu_uuid": gpu(0)["uuid"], "used_memory": 60000}])
     ctx = context(tmp_path)
     with pinned(ctx, ctx.recipe.variants[0]) as chosen:
-        assert chosen == [gpu(1)["uuid"]]   # 0 lacks 90% free; 2 is as free but busier
+        assert [g.uuid for g in chosen] == [gpu(1)["uuid"]]   # 0 lacks 90% free; 2 is as free but busier
+        assert os.environ["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"   # CUDA numbers GPUs as nvidia-smi does
         assert os.environ["CUDA_VISIBLE_DEVICES"] == gpu(1)["uuid"]   # inherited by the quantizer, server, children
         assert variant_gpu_uuids() == [gpu(1)["uuid"]]   # the foreign-load check looks at the variant's GPU only
-    assert "CUDA_VISIBLE_DEVICES" not in os.environ   # the user's pool again
+    assert "CUDA_VISIBLE_DEVICES" not in os.environ and "CUDA_DEVICE_ORDER" not in os.environ   # the user's again
 
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")   # the user's pool is the busy GPU alone
-    with pytest.raises(NoGpuFree, match=r"needs 1 NVIDIA H100 80GB HBM3 GPU\(s\) with 90% of their memory free"
-                                        r".*0 have it \(0 NVIDIA H100 80GB HBM3: 19.5 of 79.6 GiB free\)"):
+    with pytest.raises(NoGpuFree, match=r"needs 1 GPU\(s\) of one kind with 90% of their memory free"
+                                        r".*usable: none \(0 NVIDIA H100 80GB HBM3: 19.5 of 79.6 GiB free\)"):
         with pinned(ctx, ctx.recipe.variants[0]):
             pass
     assert os.environ["CUDA_VISIBLE_DEVICES"] == "0"
@@ -53,16 +54,18 @@ def test_tensor_parallel_takes_as_many_gpus_least_loaded_first(tmp_path, monkeyp
             apps=[{"pid": 1, "gpu_uuid": gpu(1)["uuid"], "used_memory": 2000}])
     ctx = context(tmp_path, "{tensor_parallel_size: 2, gpu_memory_utilization: 0.5}")
     with pinned(ctx, ctx.recipe.variants[0]) as chosen:
-        assert chosen == [gpu(2)["uuid"], gpu(0)["uuid"]]   # no foreign memory first, then the lower utilization
+        # no foreign memory first, then the lower utilization
+        assert [g.uuid for g in chosen] == [gpu(2)["uuid"], gpu(0)["uuid"]]
     assert engine_gpu_count({"tensor-parallel-size": "4", "pipeline_parallel_size": 2}) == 8
     assert engine_utilization({}) == 0.9 and engine_utilization({"gpu_memory_utilization": "x"}) == 0.9
 
 
-def test_a_pool_of_two_kinds_measures_on_the_first_kind_only(tmp_path, monkeypatch):
-    install(tmp_path, monkeypatch, [gpu(0, A100), gpu(1)])
+def test_a_pool_of_two_kinds_measures_on_one_kind_that_fits(tmp_path, monkeypatch):
+    install(tmp_path, monkeypatch, [gpu(0, A100), gpu(1), gpu(2)])
     assert [g.index for g in choose_gpus(visible_gpus(), 1, 0.9, [])] == [0]
-    with pytest.raises(NoGpuFree, match="needs 2 NVIDIA A100-SXM4-80GB GPU"):
-        choose_gpus(visible_gpus(), 2, 0.9, [])
+    assert [g.index for g in choose_gpus(visible_gpus(), 2, 0.9, [])] == [1, 2]   # the two H100s, not A100 + H100
+    with pytest.raises(NoGpuFree, match=r"needs 3 GPU\(s\) of one kind.*usable: NVIDIA A100-SXM4-80GB, NVIDIA H100"):
+        choose_gpus(visible_gpus(), 3, 0.9, [])
 
 
 def test_mig_instances_named_in_cuda_visible_devices_are_the_pool(tmp_path, monkeypatch):
@@ -74,7 +77,7 @@ def test_mig_instances_named_in_cuda_visible_devices_are_the_pool(tmp_path, monk
     assert variant_gpu_uuids() == [gpu(0)["uuid"]]   # nvidia-smi lists processes by the whole GPU's UUID
     ctx = context(tmp_path)
     with pinned(ctx, ctx.recipe.variants[0]) as chosen:
-        assert chosen == ["MIG-00000001-fake"]
+        assert [g.uuid for g in chosen] == ["MIG-00000001-fake"]
 
 
 def test_in_a_container_unseen_processes_count_by_the_memory_beyond_our_servers(tmp_path, monkeypatch):

@@ -121,20 +121,24 @@ def test_without_the_engines_figures_the_computed_ones_stay():
     assert [r.max_sequences for r in rows] == [v["memory"].get("max_sequences") for v in data["variants"].values()]
 
 
-def test_under_tensor_parallelism_the_memory_is_summed_over_the_ranks():
-    """vLLM 0.32 on CUDA, TP=2: each worker logs its share ("Model loading took %s GiB memory and %.6f seconds",
-    "Available KV cache memory: %s GiB"); the engine core logs the tokens once ("%s KV cache size: %s tokens")."""
+def test_under_tensor_parallelism_rank_0s_memory_counts_for_every_rank():
+    """vLLM 0.32 on CUDA, TP=2, as it writes its log: the memory lines are info_once, scope "local" (logger.py),
+    written by the node's first local rank only (Worker_TP0; Worker_TP1 is silent); the engine core logs the
+    tokens once (kv_cache_utils.py's "%s KV cache size: %s tokens, Maximum concurrency ...")."""
     line = "({} pid={}) INFO 12-07 01:00:00 [{}] {}".format
     log = "\n".join([
+        line("APIServer", 9, "utils.py:299", "non-default args: {'model': '/m', 'tensor_parallel_size': 2}"),
         line("Worker_TP0", 11, "gpu_model_runner.py:5150", "Model loading took 7.48 GiB memory and 12.500000 seconds"),
-        line("Worker_TP1", 12, "gpu_model_runner.py:5150", "Model loading took 7.48 GiB memory and 12.600000 seconds"),
         line("Worker_TP0", 11, "gpu_worker.py:760", "Available KV cache memory: 55.0 GiB"),
-        line("Worker_TP1", 12, "gpu_worker.py:760", "Available KV cache memory: 55.0 GiB"),
-        line("EngineCore", 10, "kv_cache_utils.py:2328", "GPU KV cache size: 901,120 tokens"),
+        line("EngineCore", 10, "kv_cache_utils.py:2328", "GPU KV cache size: 901,120 tokens, Maximum concurrency "
+             "for 8,192 tokens per request: 110.00x"),
     ])
-    found = kv_capacity(log)
+    found = kv_capacity(log, ranks=2)
     assert found["kv_tokens"] == 901_120 and found["kv_gib"] == 110.0 and found["ranks"] == 2
     assert found["weights_gib"] == 14.96
     assert found["kv_bytes_per_token"] == round(110 * (1 << 30) / 901_120)   # 131072: Llama 8B's, not half of it
-    one = kv_capacity("\n".join(log.splitlines()[::2]))   # one rank's lines only: TP=1
+    one = kv_capacity(log)   # the same lines from a TP=1 engine
     assert one["kv_gib"] == 55.0 and "ranks" not in one and one["weights_gib"] == 7.48
+    # an engine whose every rank logs its own share: summed, not multiplied again
+    every = log + "\n" + line("Worker_TP1", 12, "gpu_worker.py:760", "Available KV cache memory: 54.0 GiB")
+    assert kv_capacity(every, ranks=2)["kv_gib"] == 109.0

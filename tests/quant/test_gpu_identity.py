@@ -106,6 +106,15 @@ def test_the_kernel_vllm_picked_is_read_from_its_start_up_and_shown_beside_the_s
                       .replace("CompressedTensorsWNA16", "%s"), where="compressed_tensors_wNa16.py:138")
     assert kernels(wna16)["picked"] == {"CompressedTensorsWNA16": "MarlinLinearKernel"}
     assert kernels("INFO 12-07 01:00:00 [core.py:1] CPU KV cache size: 524,288 tokens") is None
+    # the GEMM kernels named by what they compute, of any length (kernels/linear/__init__.py's info_once lines)
+    gemms = "\n".join(vllm_line((kernel,), message, "Worker_TP0", where=where) for kernel, message, where in (
+        ("CutlassNvFp4LinearKernel", "Using %s for NVFP4 GEMM", "__init__.py:1240"),
+        ("MarlinMxFp4LinearKernel", "Using %s for MXFP4 GEMM", "__init__.py:1028"),
+        ("MacheteLinearKernel", "Using %s for mixed-precision linear", "__init__.py:923"),
+        ("FLASH_ATTN", "Using %s for attention.", "cuda.py:322")))   # a backend, not a linear kernel
+    assert kernels(gemms)["picked"] == {"NVFP4 GEMM": "CutlassNvFp4LinearKernel",
+                                        "MXFP4 GEMM": "MarlinMxFp4LinearKernel",
+                                        "mixed-precision linear": "MacheteLinearKernel"}
 
     fp8 = variant({"math": 0.9}, manifest={"scheme": "FP8_DYNAMIC"}, kernels=found)
     [row] = checkpoint_rows(typed_results({"fp8": fp8}, baseline="fp8"))

@@ -20,6 +20,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import psutil
 import pytest
@@ -135,6 +136,34 @@ def test_workers_get_the_drivers_settings_but_not_its_mirror_or_credentials():
     env = {"HF_HUB_OFFLINE": "1", "QUANT_ENGINE_PYTHON": "/x", "QUANT_MIRROR_DIR": "/driver-only",
            "AWS_SECRET_ACCESS_KEY": SECRET, "AWS_ENDPOINT_URL": "http://127.0.0.1:1", "PYTHONPATH": "/repo"}
     assert forwarded_env(env) == {"HF_HUB_OFFLINE": "1", "QUANT_ENGINE_PYTHON": "/x", "PYTHONPATH": "/repo"}
+
+
+def test_the_drivers_secrets_never_enter_the_runtime_env_the_cluster_displays(monkeypatch):
+    """HF_TOKEN and endpoint keys travel as the variant task's argument, set only while it runs."""
+    from quant.executors import ray as ray_executor
+
+    env = {"HF_HUB_OFFLINE": "1", "HF_TOKEN": "hf_" + SECRET, "QUANT_ENDPOINT_PROD": SECRET,
+           "QUANT_ENDPOINT_KEY_VARS": "STAGING_TOKEN", "STAGING_TOKEN": SECRET, "QUANT_ENGINE_PYTHON": "/x"}
+    assert ray_executor.forwarded_env(env) == {"HF_HUB_OFFLINE": "1", "QUANT_ENGINE_PYTHON": "/x"}
+    handed = ray_executor.secrets(env)
+    assert set(handed) == {"HF_TOKEN", "QUANT_ENDPOINT_PROD", "QUANT_ENDPOINT_KEY_VARS", "STAGING_TOKEN"}
+
+    seen = {}
+    monkeypatch.setattr(ray_executor, "_run_variant_task",
+                        lambda *a: seen.update({k: os.environ.get(k) for k in handed}) or ({}, {}))
+    monkeypatch.setenv("HF_TOKEN", "the worker's own")
+    monkeypatch.delenv("QUANT_ENDPOINT_PROD", raising=False)
+    ray_executor._variant_task(None, None, None, False, handed)
+    assert seen == handed
+    assert os.environ["HF_TOKEN"] == "the worker's own" and "QUANT_ENDPOINT_PROD" not in os.environ
+
+    inits = []
+    monkeypatch.setattr(ray_executor.ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray_executor.ray, "init", lambda **kwargs: inits.append(kwargs))
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    ray_executor._connect(SimpleNamespace(ray_address="10.0.0.1:6379"))
+    assert SECRET not in json.dumps(inits[0]["runtime_env"])
 
 
 @pytest.mark.parametrize("fault, where, said", [

@@ -15,7 +15,7 @@ import pytest
 from core.recipe import RecipeError, Variant, WeightSpec, parse_recipe
 from quant.validate import check_file
 from quantize import schemes, shapes
-from tests.helpers import ENGINE_CORE_RUNS_MODEL, REPO, TEST_RECIPES, WNA16_SERVED
+from tests.helpers import ENGINE_CORE_RUNS_MODEL, REPO, TEST_RECIPES, WNA16_SERVED, quant
 
 LINE = re.compile(r"^\S+:\d+: [\w.]+: \S")   # file:line: field: message
 
@@ -346,3 +346,69 @@ def test_calibration_messages_are_checked_against_the_models_chat_template(tmp_p
     assert err.value.problems == [f"{path}:7: calibration.source: calibration.messages 'messages': the model's "
                                   f"tokenizer has no chat template; give a text column with calibration.column "
                                   f"instead (needed by w4)"]
+
+
+def _recipe_naming_code(tmp_path: Path, engine: str) -> tuple[Path, Path]:
+    """A recipe whose engine section names code (an interpreter, or a PYTHONPATH with a sitecustomize.py) that
+    leaves a mark, with the user's secrets in reach, if it ever runs."""
+    mark = tmp_path / "ran"
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(f"import os\nopen({str(mark)!r}, 'a').write(os.environ['HF_TOKEN'])\n")
+    python = tmp_path / "python"
+    python.write_text(f"#!/bin/sh\nprintf \"$HF_TOKEN\" >> {mark}\nexec {sys.executable} \"$@\"\n")
+    python.chmod(0o755)
+    section = {"python": f"  python: {python}\n", "env": f"  env: {{PYTHONPATH: {site}}}\n"}[engine]
+    path = tmp_path / "r.yaml"
+    path.write_text("name: r\nmodel: demo\nengine:\n  args: {max_model_len: 512}\n" + section +
+                    "variants: [{name: bf16, baseline: true}]\ntasks: [{name: demo_math, limit: 2}]\n")
+    return path, mark
+
+
+@pytest.mark.parametrize("engine", ["python", "env"])
+def test_checking_a_recipe_runs_nothing_it_names_unless_trusted(tmp_path, engine):
+    path, mark = _recipe_naming_code(tmp_path, engine)
+    environment = {**os.environ, "HF_TOKEN": "hf_secret", "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+    code, out = quant("validate", str(path), env=environment)
+    assert code == 0 and not mark.exists(), out
+    assert "engine arguments not checked against the engine: that would run what the recipe names" in out
+    assert "--trust-recipe runs it" in out
+    code, out = quant("doctor", str(path), env=environment)
+    assert not mark.exists(), out
+    assert "note: not run, as the recipe names them" in out
+    quant("validate", str(path), "--trust-recipe", env=environment)
+    assert mark.exists()   # asked for: it ran
+
+
+def test_trust_remote_code_is_refused_unless_asked(tmp_path):
+    path = tmp_path / "r.yaml"
+    path.write_text("name: r\nmodel: demo\nengine: {args: {max_model_len: 512, trust_remote_code: true}}\n"
+                    "variants: [{name: bf16, baseline: true}]\ntasks: [{name: demo_math, limit: 2}]\n")
+    with pytest.raises(RecipeError) as err:
+        check_file(path)
+    (line,) = err.value.problems
+    assert "engine.args.trust_remote_code: trust_remote_code runs the model repository's own code" in line
+    assert "quant sweep --trust-remote-code" in line
+    code, out = quant("sweep", str(path), "--out", str(tmp_path / "run"), env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    assert code == 2 and "trust_remote_code runs the model repository's own code" in out
+    assert not (tmp_path / "run").exists()
+
+
+def test_nested_yaml_anchors_are_refused_before_anything_walks_them(tmp_path):
+    """Nine levels of anchors, each listing the one before nine times: a few hundred bytes that expand to 387
+    million strings under a task's gen_kwargs. Before: quant validate grew to the memory limit."""
+    anchors = "".join(f"  l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 9)}]\n" for i in range(1, 10))
+    recipe = tmp_path / "laughs.yaml"
+    recipe.write_text("name: laughs\nmodel: demo\nvariants: [{name: bf16, baseline: true}]\nanchors:\n"
+                      "  l0: &l0 [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n" + anchors +
+                      "tasks: [{name: demo_math, gen_kwargs: {until: *l9}}]\n")
+    code, out = quant("validate", str(recipe), timeout=120)
+    assert code == 2 and "its aliases expand to more than 100,000 values" in out, out
+    assert "Traceback" not in out and len(out.splitlines()) == 1
+
+
+def test_yaml_nested_100000_deep_is_one_line_not_a_recursion_error(tmp_path):
+    recipe = tmp_path / "deep.yaml"
+    recipe.write_text("name: deep\nmodel: demo\nvariants: " + "[" * 100_000 + "]" * 100_000 + "\n")
+    code, out = quant("validate", str(recipe), timeout=120)
+    assert code == 2 and "not valid YAML: nested too deeply" in out and "Traceback" not in out, out

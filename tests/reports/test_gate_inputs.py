@@ -100,3 +100,11 @@ def test_missing_variant(good):
 def test_a_good_run_still_gates(good):
     code, out = quant("gate", "--baseline", str(good), "--candidate", f"{good}:q")
     assert code == 0, out
+
+
+def test_a_results_file_nested_100000_deep_is_one_line_not_a_recursion_error(tmp_path, good):
+    path = tmp_path / "deep" / "results.json"
+    path.parent.mkdir()
+    path.write_text('{"variants": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    code, out = quant("gate", "--baseline", str(good), "--candidate", f"{path}:q")
+    one_line_error(code, out, f"gate error: {path}: ", "not valid JSON (nested too deeply)")
