@@ -277,12 +277,6 @@ class Remote:
                                   f"{size} bytes: re-run once it answers")
         return len(wanted)
 
-
-def _conditional(fs) -> bool:
-    """Whether the filesystem writes on a condition (S3's If-Match / If-None-Match)."""
-    protocols = fs.protocol if isinstance(fs.protocol, (tuple, list)) else (fs.protocol,)
-    return any(p in ("s3", "s3a") for p in protocols)
-
     def _through_link(self, remote_path: str) -> bool:
         """Whether a listed file is, or lies under, a symbolic link below the root (a file:// run can hold one
         to a file of the user's that must never be copied into a run): such a file is not downloaded. Object
@@ -291,6 +285,12 @@ def _conditional(fs) -> bool:
             return False
         parts = remote_path[len(self.root):].strip("/").split("/")
         return any(os.path.islink(f"{self.root}/{'/'.join(parts[:n])}") for n in range(1, len(parts) + 1))
+
+
+def _conditional(fs) -> bool:
+    """Whether the filesystem writes on a condition (S3's If-Match / If-None-Match)."""
+    protocols = fs.protocol if isinstance(fs.protocol, (tuple, list)) else (fs.protocol,)
+    return any(p in ("s3", "s3a") for p in protocols)
 
 
 def _bucket(fs, root: str) -> str | None:
