@@ -2,9 +2,10 @@
 
 A finished entry's `done` marker holds a record: the trust level of the run that wrote it (QUANT_CACHE_TRUST:
 `trusted`, the default, or `pull-request` for a job running code nobody reviewed yet), the suite's version and
-source digest, and a digest of the entry's files. A run reuses an entry only if its writer was at least as
-trusted as the run itself and its files still match the digest; anything else (a marker without a record, a
-less trusted writer, a file changed since) is rebuilt, not served. Where the cache lives does not matter: the
+source digest, the stage and key it was written for, and a digest of the entry's files. A run reuses an entry
+only if it was written for this stage and key, by a writer at least as trusted as the run itself, and its files
+still match the digest; anything else (a marker without a record, another entry's build copied here, a less
+trusted writer, a file changed since) is rebuilt, not served. Where the cache lives does not matter: the
 record travels with the entry.
 
 The record tells mistakes and unreviewed writers apart; it is not a signature. Against someone who can write
@@ -41,7 +42,8 @@ def seal(entry: Path, trust: str) -> str:
     """The record to write as the `done` marker of a finished entry (its files in place, the marker not yet)."""
     files = _files(entry)
     record = {"trust": trust, "suite": versions("quant-suite")["quant-suite"], "source": _source_digest(),
-              "digest": _content(entry, files), "stamp": _stamp(entry, files)}
+              "stage": entry.parent.name, "key": entry.name, "digest": _content(entry, files),
+              "stamp": _stamp(entry, files)}
     _verified[str(entry)] = record["stamp"]
     return json.dumps(record, sort_keys=True) + "\n"
 
@@ -54,6 +56,9 @@ def refusal(entry: Path, record_text: str, trust: str) -> str | None:
         writer, sealed = record["trust"], record["digest"]
     except (ValueError, TypeError, KeyError):
         return "its marker records no writer (an older suite, or not written by one)"
+    if (record.get("stage"), record.get("key")) != (entry.parent.name, entry.name):
+        named = f"{record.get('stage')}/{record.get('key')}"[:120]
+        return f"its record was written for {named!r}, not this entry (another entry's copy, or an older suite)"
     if writer not in TRUST_LEVELS or TRUST_LEVELS.index(writer) < TRUST_LEVELS.index(trust):
         return f"written by a {writer!r} run; this run is {trust!r}"
     files = _files(entry)

@@ -21,6 +21,7 @@ from typing import Any, Iterator
 
 from core.owners import is_leftover, owner_tag
 from core.provenance import MARKER, current_trust, refusal, seal
+from core.remote import UnusableEntry
 
 def _fsync(path: str | Path, directory: bool = False) -> None:
     fd = os.open(path, os.O_RDONLY | (os.O_DIRECTORY if directory else 0))
@@ -123,9 +124,10 @@ class Cache:
 
     def __reduce__(self):
         """Shipped to another process (a Ray worker, maybe on another node), a cache at a URL mirrors it where
-        it lands: the sender's mirror path means nothing there."""
+        it lands: the sender's mirror path means nothing there. Unpacking it sends no request: a node that cannot
+        reach the bucket says so when the cache is first used, as the variant's reason."""
         if self.remote:
-            return (Cache.at, (self.remote.url,))
+            return (_landed, (self.remote.url,))
         return (Cache, (self.root, None, self.trust, self.read_from))
 
     def path(self, stage: str, key: str) -> Path:
@@ -138,6 +140,8 @@ class Cache:
     def has(self, stage: str, key: str) -> bool:
         own = self.root / stage / key
         if self._reusable(own):
+            if self.remote is not None:
+                self._publish_once(stage, key, own)
             return True
         if self.read_from is not None and self._reusable(self.read_from / stage / key):
             return True
@@ -154,10 +158,31 @@ class Cache:
             print(f"stage cache: not reusing {entry}: {reason}; rebuilding it", file=sys.stderr)
         return reason is None
 
+    def _published(self, stage: str, key: str) -> Path:
+        """Beside the entries: that this mirror's entry is in the bucket too (a kill between sealing an entry here
+        and publishing it leaves none)."""
+        return self.root / ".published" / stage / key
+
+    def _publish_once(self, stage: str, key: str, entry: Path) -> None:
+        """An entry sealed here but never published (its node killed mid-upload) is published before it is
+        reused, so that other nodes find it; one request per entry, once."""
+        note = self._published(stage, key)
+        if note.exists():
+            return
+        if not self.remote.has_marker(f"{stage}/{key}", MARKER):
+            self.remote.publish(entry, f"{stage}/{key}", marker=MARKER)
+        write_text(note, "")
+
     def _download(self, stage: str, key: str) -> bool:
         build = self.staging(stage, key)
         try:
-            if not self.remote.fetch(f"{stage}/{key}", build, marker=MARKER):
+            try:
+                fetched = self.remote.fetch(f"{stage}/{key}", build, marker=MARKER)
+            except UnusableEntry as exc:   # nothing finished there: rebuilt, and the marker replaced
+                self._refused.add(self.root / stage / key)
+                print(f"stage cache: not reusing {self.remote.url}/{stage}/{key}: {exc}; rebuilding it", file=sys.stderr)
+                fetched = False
+            if not fetched:
                 shutil.rmtree(build, ignore_errors=True)
                 return False
             # The record of who wrote it travels inside the build; an entry published without one is refused.
@@ -168,6 +193,7 @@ class Cache:
         except BaseException:
             shutil.rmtree(build, ignore_errors=True)
             raise
+        write_text(self._published(stage, key), "")
         return self._reusable(final)
 
     def commit(self, stage: str, key: str, build_dir: Path) -> Path:
@@ -176,6 +202,7 @@ class Cache:
         final = self._commit_here(stage, key, build_dir)
         if self.remote is not None:
             self.remote.publish(final, f"{stage}/{key}", marker=MARKER)
+            write_text(self._published(stage, key), "")
         return final
 
     def _commit_here(self, stage: str, key: str, build_dir: Path, record: str | None = None) -> Path:
@@ -190,6 +217,7 @@ class Cache:
         os.replace(build_dir, final)
         _fsync(final.parent, directory=True)
         self._refused.discard(final)
+        self._published(stage, key).unlink(missing_ok=True)
         write_text(final / MARKER, seal(final, self.trust) if record is None else record)
         return final
 
@@ -240,3 +268,11 @@ class Cache:
 
     def load_json(self, stage: str, key: str) -> Any:
         return read_json(self.path(stage, key) / "result.json")
+
+
+def _landed(url: str) -> Cache:
+    """A cache at url as a process that received it sees it: this node's own mirror, no request sent."""
+    from core.remote import locate
+
+    location = locate(url, "cache", probe=False)
+    return Cache(location.local, location.remote, read_from=os.environ.get("QUANT_CACHE_READ_FROM") or None)

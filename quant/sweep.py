@@ -21,7 +21,7 @@ from core.recipe import Recipe, RecipeError, Variant
 from core.remote import Location, locate
 from core.results import SCHEMA_VERSION, Results, VariantRecord, first_problem
 from core.run_layout import RunLayout, VariantLayout
-from core.store import Cache, read_json, remove_leftovers, write_json
+from core.store import Cache, read_json, remove_leftovers
 from evals import sandbox
 from evals.validate import check_code_isolation
 from perf.engines.gpu_choice import NoGpuFree
@@ -40,6 +40,7 @@ from quant.models import resolve_model
 from quant.perf_stage import memory_columns
 from quant.progress import Reporter
 from quant.quantize_stage import checkpoint_for
+from quant.results_writer import ResultsWriter, damaged
 from quant.timing import timed
 from quant.validate import Trust, engine_facts_once, raise_on_errors, validate
 from quantize.gguf_source import source_facts
@@ -74,25 +75,26 @@ def run_sweep(recipe: Recipe, out: Location | str | Path, recipe_path: Path | No
         endpoints = probe_endpoints(recipe, recipe_path, only)
         if location.remote:   # the URL is the truth: an earlier run there is resumed as a local one would be
             shutil.rmtree(out, ignore_errors=True)
-            location.remote.download_dir("", out)
+            location.remote.download_run(out)
         if not replace_run:
             _check_not_another_run(out, recipe, str(location))
         ctx = _context(recipe, location, recipe_path, cache_dir, reporter, retry_failed, sweep_device(device))
         ctx.allow_long_cpu_eval = allow_long_cpu_eval
         ctx.endpoints.update(endpoints)
-        results = _load_previous(out, recipe)
+        results = _load_previous(out, recipe, damaged_at=str(location) if location.remote and not replace_run else None)
+        writer = ResultsWriter(out, location.remote, {v.name for v in recipe.variants}, replace_run)
         _note_sources(ctx, results, code_tasks)
         chosen = [v for v in recipe.variants if not only or v.name in only]
         with closing(run_variants(ctx, chosen, recipe.execution, run_one=run_variant)) as ran:
             for variant, record in ran:
-                _take(ctx, out, results, variant, record)
+                _take(ctx, writer, results, variant, record)
         results["finished"] = _now()
-        _publish(ctx, _save(out, results))
+        writer.save(results)
         _report(ctx, results)
     return results
 
 
-def _take(ctx: SweepContext, out: Path, results: dict, variant: Variant, record: dict) -> None:
+def _take(ctx: SweepContext, writer: ResultsWriter, results: dict, variant: Variant, record: dict) -> None:
     """A finished variant's record into the results (saved and published). EngineStartError where the engine
     refused to start with the recipe's engine arguments or environment: every later variant would meet the same."""
     reporter = ctx.reporter
@@ -104,7 +106,8 @@ def _take(ctx: SweepContext, out: Path, results: dict, variant: Variant, record:
         ctx.out_remote.download_dir(f"variants/{variant.name}", ctx.variant_dir(variant.name))
     if variant.baseline:
         results["baseline_zero_tasks"] = warn_zero_baseline(record, reporter)
-    _publish(ctx, _save(out, results))
+    writer.took(variant.name)
+    writer.save(results)
     ok = record["status"] == "ok"
     if record.get("engine_refused_recipe"):
         raise EngineStartError(f"variant {variant.name}: {record['reason']}")
@@ -249,10 +252,11 @@ def _check_not_another_run(out: Path, recipe: Recipe, where: str) -> None:
                           "--out, or pass --replace-run to replace it", where)
 
 
-def _load_previous(out: Path, recipe: Recipe) -> dict:
+def _load_previous(out: Path, recipe: Recipe, damaged_at: str | None = None) -> dict:
     """A new run's document; with the variants of an earlier run of the same recipe in `out` that this run
     does not redo (--only). An earlier unversioned file is read like version 1 (re-running the sweep is how
-    an old run directory is brought up to date)."""
+    an old run directory is brought up to date). damaged_at: the URL `out` mirrors, where a results.json that
+    cannot be read is not this sweep's to replace (RemoteError) but for --replace-run."""
     results = Results(schema_version=SCHEMA_VERSION, recipe_name=recipe.name,
                       recipe=recipe.model_dump(mode="json"), recipe_hash=recipe.content_hash(),
                       model=recipe.model, baseline=recipe.baseline.name, started=_now(), variants={}).dump()
@@ -260,20 +264,16 @@ def _load_previous(out: Path, recipe: Recipe) -> dict:
     if layout.results.exists():
         try:
             old = Results.model_validate(read_json(layout.results))
-        except (OSError, json.JSONDecodeError, ValidationError):   # not ours, or damaged: rewritten by this run
+        except (OSError, ValueError) as exc:   # not ours, or damaged: rewritten by this run (locally)
+            if damaged_at:
+                why = first_problem(exc) if isinstance(exc, ValidationError) else str(exc).splitlines()[0][:160]
+                raise damaged(damaged_at, why) from None
             return results
         if old.recipe_name == recipe.name:
             names = {v.name for v in recipe.variants}
             results["variants"] = {k: v.dump() for k, v in old.variants.items() if k in names}
             results["baseline_zero_tasks"] = old.baseline_zero_tasks or []
     return results
-
-
-def _save(out: Path, results: dict) -> Path:
-    """Through the typed schema: what does not fit it fails here, not in a reader."""
-    path = RunLayout(out).results
-    write_json(path, Results.model_validate(results).dump())
-    return path
 
 
 # --- one variant -------------------------------------------------------------------------------------

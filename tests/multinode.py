@@ -20,6 +20,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import unquote
 
 import psutil
 
@@ -243,6 +244,88 @@ class Outage:
                 sock.shutdown(socket.SHUT_RDWR)
             except OSError:
                 pass
+
+
+class FaultRelay:
+    """An HTTP relay in front of the S3 server that passes every request on and can change an answer on its way
+    back: faults[(method, key)] = fault(status, headers, body) -> (status, headers, body), applied once (or
+    every time where keep=True). `seen` lists (method, key) of every request, keys without the bucket."""
+
+    def __init__(self, target_port: int) -> None:
+        import http.client
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        relay = self
+        self.faults: dict[tuple[str, str], tuple] = {}
+        self.seen: list[tuple[str, str]] = []
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args) -> None:
+                pass
+
+            def _relay(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                upstream = http.client.HTTPConnection("127.0.0.1", target_port, timeout=30)
+                headers = {k: v for k, v in self.headers.items() if k.lower() != "host"}
+                upstream.request(self.command, self.path, body=body, headers={**headers, "Host": f"127.0.0.1:{target_port}"})
+                answer = upstream.getresponse()
+                status, out_headers, out = answer.status, [(k, v) for k, v in answer.getheaders()], answer.read()
+                upstream.close()
+                path = unquote(self.path.split("?", 1)[0])
+                key = path.split("/", 2)[-1] if path.count("/") >= 2 else ""
+                relay.seen.append((self.command, key))
+                fault = relay.faults.get((self.command, key))
+                if fault:
+                    change, keep = fault
+                    if not keep:
+                        del relay.faults[(self.command, key)]
+                    status, out_headers, out = change(status, out_headers, out)
+                self.send_response(status)
+                for name, value in out_headers:
+                    if name.lower() not in ("content-length", "transfer-encoding", "connection", "date", "server"):
+                        self.send_header(name, value)
+                length = dict((k.lower(), v) for k, v in out_headers).get("content-length", "0")
+                self.send_header("Content-Length", length if self.command == "HEAD" else str(len(out)))
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(out)
+
+            do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _relay
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def fail(self, method: str, key: str, change, keep: bool = False) -> None:
+        self.faults[(method, key)] = (change, keep)
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def through_relay(monkeypatch, server: S3Server, relay: FaultRelay, mirrors: Path) -> None:
+    """This process's clients reach the bucket through the relay, one attempt per request, mirroring into mirrors;
+    the relay's faults and log cleared."""
+    for name, value in {**server.env(), "AWS_ENDPOINT_URL": relay.endpoint, "AWS_MAX_ATTEMPTS": "1",
+                        "AWS_RETRY_MODE": "standard", "QUANT_MIRROR_DIR": str(mirrors)}.items():
+        monkeypatch.setenv(name, value)
+    import s3fs
+
+    s3fs.S3FileSystem.clear_instance_cache()   # a client made for another test's settings is not reused
+    relay.faults.clear()
+    relay.seen.clear()
+
+
+def cut_short(status: int, headers: list, body: bytes) -> tuple:
+    """A 200 with half the body and no checksum header: nothing in the answer says it is short."""
+    return status, [(k, v) for k, v in headers if not k.lower().startswith("x-amz-checksum")], body[:len(body) // 2]
 
 
 def wait_for(predicate, timeout: float, every: float = 0.2):

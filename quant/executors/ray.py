@@ -5,7 +5,9 @@ scored against), then every other variant at once; records come back to the driv
 Every node must reach the run directory and the stage cache: at the same path (a shared mount), or at an
 fsspec URL (s3://, gs://; core/remote.py) that each node mirrors locally. A checkpoint is written once by the
 node that quantized it and read by the node that serves it, and a re-run reuses every stage any node
-finished. A task whose worker or node dies is re-run `execution.retries` times, then recorded as failed. Servers die with the worker that owns them (perf/engines/lifeline), so cancelling a task, killing
+finished. A task whose worker or node dies is re-run `execution.retries` times, then recorded as failed; one
+whose node cannot use the bucket is re-run on another node (as many times), then recorded as failed with the
+bucket's reason. Servers die with the worker that owns them (perf/engines/lifeline), so cancelling a task, killing
 a worker or killing the driver leaves no server behind.
 """
 
@@ -19,10 +21,12 @@ from typing import Iterator
 
 import ray
 from ray.exceptions import RayError, TaskCancelledError
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+from core.foreign_text import clean_text
 from core.http_policy import ALLOWED_KEYS_VAR
 from core.recipe import Engine, Execution, Variant
-from core.remote import locate
+from core.remote import RemoteError, locate
 from perf.engines.gpu_choice import engine_gpu_count
 from perf.isolation import placement
 from quant.context import new_record
@@ -58,12 +62,29 @@ def _largest_node_gpus() -> float:
     return max((node["Resources"].get("GPU", 0) for node in ray.nodes() if node.get("Alive")), default=0)
 
 
-def _variant_task(ctx, variant: Variant, run_one, permit_unisolated: bool,
-                  handed: dict[str, str]) -> tuple[dict, dict]:
+class NodeStorageError(Exception):
+    """What a task whose node cannot use the run's or the cache's bucket returns (returned, not raised: Ray would
+    print a raised one's traceback on the driver's console): the driver re-runs the variant on another node. Its
+    message is one line naming the node and the bucket."""
+
+    def __init__(self, message: str, node_id: str) -> None:
+        super().__init__(message)
+        self.node_id = node_id
+
+    def __reduce__(self):
+        return NodeStorageError, (str(self), self.node_id)
+
+
+def _variant_task(ctx, variant: Variant, run_one, permit_unisolated: bool, handed: dict[str, str],
+                  quiet: bool = False) -> tuple[dict, dict] | NodeStorageError:
     """Runs on a worker: the variant's pipeline, with a reporter of its own (Ray forwards it to the driver), and
     the driver's secrets (`handed`) in its environment while it runs."""
     with secrets_set(handed):
-        return _run_variant_task(ctx, variant, run_one, permit_unisolated)
+        try:
+            return _run_variant_task(ctx, variant, run_one, permit_unisolated, quiet)
+        except RemoteError as exc:
+            return NodeStorageError(f"node {ray.util.get_node_ip_address()}: {exc}",
+                                    ray.get_runtime_context().get_node_id())
 
 
 @contextmanager
@@ -81,13 +102,15 @@ def secrets_set(secrets: dict[str, str]) -> Iterator[None]:
                 os.environ[name] = value
 
 
-def _run_variant_task(ctx, variant: Variant, run_one, permit_unisolated: bool) -> tuple[dict, dict]:
+def _run_variant_task(ctx, variant: Variant, run_one, permit_unisolated: bool, quiet: bool) -> tuple[dict, dict]:
     from evals import sandbox
     from quant.progress import Reporter
 
-    ctx = dataclasses.replace(ctx, reporter=Reporter(prefix=variant.name))
+    ctx = dataclasses.replace(ctx, reporter=Reporter(quiet=quiet, prefix=variant.name))
     if ctx.out_remote:   # a run directory at a URL: this node's own mirror of it (a shipped Cache re-mirrors itself)
         ctx = dataclasses.replace(ctx, out=locate(ctx.out_remote.url, "runs").local)
+    if getattr(ctx.cache, "remote", None):   # this node's way to the bucket, before any work
+        ctx.cache.remote.probe()
     # A server with vLLM's own `distributed_executor_backend: ray` joins this cluster for its GPUs.
     os.environ.setdefault("RAY_ADDRESS", ray.get_runtime_context().gcs_address)
     started = time.time()
@@ -100,21 +123,37 @@ def _run_variant_task(ctx, variant: Variant, run_one, permit_unisolated: bool) -
 
 
 def _reason(exc: RayError, retries: int) -> str:
-    kind = type(exc).__name__
-    first = (str(exc).strip().splitlines() or [""])[0][:300]
+    """One line: the cause a task raised where there is one (Ray's own text carries the task's colour codes and
+    its traceback)."""
+    cause = getattr(exc, "cause", None)
+    shown = cause if isinstance(cause, BaseException) else exc
+    kind = type(shown).__name__
+    first = (clean_text(str(shown)).strip().splitlines() or [""])[0][:300]
     after = f" (after {retries} retr{'y' if retries == 1 else 'ies'})" if retries else ""
     return f"worker: {kind}{after}: {first}"
 
 
-def _connect(execution: Execution) -> bool:
-    """Connect to the cluster (or start a local one); True when this call started it."""
+def another_node(nodes: list[dict], resources: dict, avoid: set[str]) -> str | None:
+    """An alive node, none of `avoid`, with the resources a variant's task asks for."""
+    for node in nodes:
+        have = node.get("Resources", {})
+        if node.get("Alive") and node.get("NodeID") not in avoid and have.get("CPU", 0) >= resources["num_cpus"] \
+                and have.get("GPU", 0) >= resources["num_gpus"]:
+            return node["NodeID"]
+    return None
+
+
+def _connect(execution: Execution, quiet: bool = False) -> bool:
+    """Connect to the cluster (or start a local one); True when this call started it. quiet: the workers' output
+    is not forwarded to this console (each variant's reason still reaches its record)."""
     if ray.is_initialized():
         return False
     if execution.ray_address:
-        ray.init(address=execution.ray_address, runtime_env={"env_vars": forwarded_env(os.environ)}, log_to_driver=True)
+        ray.init(address=execution.ray_address, runtime_env={"env_vars": forwarded_env(os.environ)},
+                 log_to_driver=not quiet)
         return True
     _single_machine()
-    ray.init(include_dashboard=False, object_store_memory=LOCAL_OBJECT_STORE_BYTES, log_to_driver=True,
+    ray.init(include_dashboard=False, object_store_memory=LOCAL_OBJECT_STORE_BYTES, log_to_driver=not quiet,
              _node_ip_address=LOCAL_NODE_IP)
     return True
 
@@ -148,29 +187,42 @@ def secrets(environ) -> dict[str, str]:
 def run_ray(ctx, variants: list[Variant], execution: Execution, run_one) -> Iterator[tuple[Variant, dict]]:
     from evals.sandbox import unisolated_permitted
 
-    started_here = _connect(execution)
+    quiet = bool(getattr(ctx.reporter, "quiet", False))
+    started_here = _connect(execution, quiet)
     remote = ray.remote(_variant_task)
     cluster_gpus = _largest_node_gpus()
     permit = unisolated_permitted()
     handed = secrets(os.environ)
     pending: dict = {}
+    avoided: dict[str, set[str]] = {}   # variant -> nodes that could not use the bucket
 
-    def submit(variant: Variant, resources: dict):
+    def submit(variant: Variant, resources: dict, node: str | None = None):
         shipped = dataclasses.replace(ctx, reporter=None)   # a console does not travel; the worker makes its own
+        placed = {"scheduling_strategy": NodeAffinitySchedulingStrategy(node, soft=False)} if node else {}
         ref = remote.options(max_retries=execution.retries, retry_exceptions=False, name=f"variant:{variant.name}",
-                             **resources).remote(shipped, variant, run_one, permit, handed)
+                             **resources, **placed).remote(shipped, variant, run_one, permit, handed, quiet)
         ctx.reporter.log(f"[bold cyan]{variant.name}[/bold cyan]: submitted to Ray "
                          f"({resources['num_cpus']:g} CPU, {resources['num_gpus']} GPU)")
-        pending[ref] = variant
+        pending[ref] = (variant, resources)
 
-    def finished(ref) -> tuple[Variant, dict]:
-        variant = pending.pop(ref)
+    def finished(ref) -> tuple[Variant, dict] | None:
+        variant, resources = pending.pop(ref)
         try:
-            record, reference = ray.get(ref)
+            got = ray.get(ref)
         except TaskCancelledError:
             raise KeyboardInterrupt from None
         except RayError as exc:
             return variant, new_record(variant, "failed", _reason(exc, execution.retries))
+        if isinstance(got, NodeStorageError):
+            tried = avoided.setdefault(variant.name, set())
+            tried.add(got.node_id)
+            elsewhere = another_node(ray.nodes(), resources, tried) if len(tried) <= execution.retries else None
+            if elsewhere is None:
+                return variant, new_record(variant, "failed", f"worker: {clean_text(str(got))}")
+            ctx.reporter.log(f"{variant.name}: {clean_text(str(got))}; again on another node")
+            submit(variant, resources, node=elsewhere)
+            return None
+        record, reference = got
         ctx.kl_reference.update(reference)
         return variant, record
 
@@ -189,7 +241,8 @@ def run_ray(ctx, variants: list[Variant], execution: Execution, run_one) -> Iter
                 # no timeout: ray 2.60's timed wait can consume a Ctrl-C that arrives during it (the sweep then ran
                 # on to the end); the blocking one raises it
                 ready, _ = ray.wait(list(pending), num_returns=1)
-                yield finished(ready[0])
+                if done := finished(ready[0]):
+                    yield done
     finally:
         for ref in pending:   # Ctrl-C, SIGTERM or an error in the driver: stop remote work (servers die with it)
             ray.cancel(ref, force=True)

@@ -36,8 +36,8 @@ def test_a_key_that_leads_outside_is_refused(key):
 def test_a_bucket_key_with_dots_is_never_written_outside_the_mirror(tmp_path, bucket, monkeypatch):
     monkeypatch.setenv("QUANT_MIRROR_DIR", str(tmp_path / "mirrors"))
     fs = fsspec.filesystem("memory")
-    fs.pipe(f"{bucket.removeprefix('memory://')}/results.json", b"{}")
-    fs.pipe(f"{bucket.removeprefix('memory://')}/variants/../../../../escaped.txt", b"x")
+    fs.pipe(f"{bucket.removeprefix('memory://')}/results.json", b'{"variants": {"a": {}}}')
+    fs.pipe(f"{bucket.removeprefix('memory://')}/variants/a/../../../../escaped.txt", b"x")
     with pytest.raises(RemoteError, match="leads outside its directory"):
         pull_run(bucket)
     assert not list(tmp_path.rglob("escaped.txt"))

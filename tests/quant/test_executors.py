@@ -39,6 +39,8 @@ class StandInContext:
 
 
 class Silent:
+    quiet = True
+
     def log(self, *_args, **_kwargs) -> None:
         pass
 
@@ -70,6 +72,11 @@ def stand_in(ctx, variant) -> dict:
         os._exit(1)
     if variant.name.startswith("crash-always"):
         os._exit(1)
+    no_bucket_marker = log / f"no-bucket-{variant.name}"
+    if variant.name.startswith("no-bucket") and not (variant.name.endswith("-once") and no_bucket_marker.exists()):
+        from core.remote import RemoteError
+        no_bucket_marker.touch()
+        raise RemoteError("s3://gone/cache: cannot reach it (EndpointConnectionError: Could not connect)")
     perf, met = {}, False
     if variant.name.startswith("perf"):
         with exclusive_perf(ctx.recipe.execution.perf_isolation) as where:
@@ -82,7 +89,7 @@ def stand_in(ctx, variant) -> dict:
         ctx.kl_reference["task"] = {"key": "ref"}
     return {"name": variant.name, "status": "ok", "started": start, "finished": time.time(), "perf": perf,
             "cache_root": str(getattr(ctx.cache, "root", "")), "out": str(ctx.out) if ctx.out_remote else "",
-            "met_another": met, "saw_reference": "task" in ctx.kl_reference, "gpus": os.environ.get("CUDA_VISIBLE_DEVICES", "")}
+            "met_another": met, "quiet": ctx.reporter.quiet, "saw_reference": "task" in ctx.kl_reference, "gpus": os.environ.get("CUDA_VISIBLE_DEVICES", "")}
 
 
 @pytest.fixture(scope="module")
@@ -134,6 +141,45 @@ def test_a_dead_worker_is_retried_once_then_recorded_as_failed(cluster, tmp_path
     failed = records["crash-always"]
     assert failed["status"] == "failed" and failed["reason"].startswith("worker: ") and "after 1 retry" in failed["reason"]
     assert records["base"]["status"] == "ok"
+
+
+def test_a_node_that_cannot_use_the_bucket_is_the_variants_reason_in_one_clean_line(cluster, tmp_path):
+    """No other node here to try: the variant is failed with the bucket's reason, not Ray's forwarded traceback."""
+    records = sweep(recipe(**{"no-bucket": {}}), tmp_path)
+    reason = records["no-bucket"]["reason"]
+    assert records["no-bucket"]["status"] == "failed" and records["base"]["status"] == "ok"
+    assert reason.startswith("worker: node ") and "s3://gone/cache: cannot reach it" in reason, reason
+    assert "\n" not in reason and "\x1b" not in reason and "Ray" not in reason, reason
+
+
+def test_a_variant_whose_node_cannot_use_the_bucket_is_submitted_again_where_another_node_is_chosen(
+        cluster, tmp_path, monkeypatch):
+    """One node here: the choice of "another" node is made to name it, so the second attempt (which reaches the
+    bucket) runs there, placed by the driver."""
+    import quant.executors.ray as on_ray
+
+    chosen = []
+    monkeypatch.setattr(on_ray, "another_node", lambda nodes, resources, avoid: chosen.append(set(avoid)) or
+                        next(n["NodeID"] for n in nodes if n.get("Alive")))
+    records = sweep(recipe(**{"no-bucket-once": {}}), tmp_path)
+    assert records["no-bucket-once"]["status"] == "ok" and len(chosen) == 1 and len(chosen[0]) == 1
+
+
+def test_a_variant_whose_node_cannot_use_the_bucket_goes_to_another_node():
+    from quant.executors.ray import another_node
+
+    nodes = [{"NodeID": "head", "Alive": True, "Resources": {}},
+             {"NodeID": "a", "Alive": True, "Resources": {"CPU": 1.0}},
+             {"NodeID": "b", "Alive": False, "Resources": {"CPU": 4.0}},
+             {"NodeID": "c", "Alive": True, "Resources": {"CPU": 2.0, "GPU": 1.0}}]
+    assert another_node(nodes, {"num_cpus": 1, "num_gpus": 0}, {"a"}) == "c"
+    assert another_node(nodes, {"num_cpus": 1, "num_gpus": 1}, set()) == "c"
+    assert another_node(nodes, {"num_cpus": 1, "num_gpus": 0}, {"a", "c"}) is None
+
+
+def test_workers_are_quiet_when_the_sweep_is(cluster, tmp_path):
+    records = sweep(recipe(a={}), tmp_path)
+    assert {name: r["quiet"] for name, r in records.items()} == {"base": True, "a": True}
 
 
 def test_no_retry_when_retries_is_zero(cluster, tmp_path):
