@@ -240,3 +240,8 @@ class Cache:
 
     def load_json(self, stage: str, key: str) -> Any:
         return read_json(self.path(stage, key) / "result.json")
+
+
+def model_cache_root() -> Path:
+    """Where model files made here live: converted GGUF files, assembled chunked files."""
+    return Path(os.environ.get("QUANT_MODEL_CACHE") or Path.home() / ".cache" / "quant-suite" / "models")
