@@ -1,0 +1,76 @@
+"""Cross-check of the suite's served generation against plain `lm_eval` on the same server: lm-eval's own
+`local-completions` model, the same task YAML (evals/tasks), the same chat template applied by lm-eval
+(`--apply_chat_template`), greedy. Compares each item's raw answer with the one a sweep recorded
+(variants/<v>/lm_eval/<v>/samples_<task>_*.jsonl) and reports the share of identical answers.
+
+Serve the variant's checkpoint first, with the flags the recipe gives the engine, e.g. for recipes/qwen-coder.yaml's
+baseline (the directory `quant sweep` printed as the variant's checkpoint):
+    VLLM_CPU_KVCACHE_SPACE=2 VLLM_CPU_OMP_THREADS_BIND=nobind .venv-serve/bin/python -m vllm.entrypoints.openai.api_server \
+        --model DIR --host 127.0.0.1 --port 8011 --max-model-len 2048 --enforce-eager
+then
+    python benchmarks/lm_eval_crosscheck.py RUN --variant bf16 --tokenizer DIR --base-url http://127.0.0.1:8011 --limit 20
+Exit 0 when at least --min-agreement of the items (default 0.95) have the same answer, 1 below, 2 on bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import httpx
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def samples(directory: Path, task: str) -> dict[str, str]:
+    """doc_hash -> the raw answer, from the newest samples file of `task` under `directory`."""
+    found = sorted(directory.rglob(f"samples_{task}_*.jsonl"), key=lambda p: p.stat().st_mtime)
+    if not found:
+        raise SystemExit(f"crosscheck error: no samples_{task}_*.jsonl under {directory}")
+    records = map(json.loads, found[-1].read_text().splitlines())
+    return {r["doc_hash"]: r["resps"][0][0] for r in records}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("run", type=Path)
+    ap.add_argument("--variant", default="bf16")
+    ap.add_argument("--task", default="humaneval_instruct")
+    ap.add_argument("--tokenizer", required=True, help="the served checkpoint's directory")
+    ap.add_argument("--base-url", required=True, help="the server, http://127.0.0.1:PORT")
+    ap.add_argument("--limit", type=int, default=20)
+    ap.add_argument("--min-agreement", type=float, default=0.95)
+    args = ap.parse_args()
+    ours = samples(args.run / "variants" / args.variant / "lm_eval", args.task)
+    model = httpx.get(f"{args.base_url}/v1/models", timeout=30).json()["data"][0]["id"]
+    with tempfile.TemporaryDirectory() as out:
+        command = [sys.executable, "-m", "lm_eval", "--model", "local-completions", "--model_args",
+                   f"model={model},base_url={args.base_url}/v1/completions,tokenizer={args.tokenizer},"
+                   "tokenizer_backend=huggingface,tokenized_requests=False,num_concurrent=2,max_retries=3",
+                   "--tasks", args.task, "--include_path", str(REPO / "evals" / "tasks"), "--apply_chat_template",
+                   "--limit", str(args.limit), "--log_samples", "--output_path", out, "--confirm_run_unsafe_code"]
+        print("$ " + " ".join(command), flush=True)
+        env = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+        subprocess.run(command, check=True, env=env, stdout=subprocess.DEVNULL)
+        theirs = samples(Path(out), args.task)
+    shared = [h for h in theirs if h in ours]
+    if not shared:
+        print("crosscheck error: no item in common (another --task or a run with these items?)", file=sys.stderr)
+        return 2
+    same = [h for h in shared if theirs[h] == ours[h]]
+    share = len(same) / len(shared)
+    print(f"{args.task}: {len(same)} of {len(shared)} greedy answers identical ({share:.1%}) between lm_eval "
+          f"local-completions and the sweep's {args.variant}")
+    for h in shared:
+        if theirs[h] != ours[h]:
+            print(f"  differs: doc_hash {h[:12]}… lm_eval {theirs[h][:60]!r} / sweep {ours[h][:60]!r}")
+    return 0 if share >= args.min_agreement else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
