@@ -36,6 +36,18 @@ def samples(directory: Path, task: str) -> dict[str, str]:
     return {r["doc_hash"]: r["resps"][0][0] for r in records}
 
 
+def run_lm_eval(args, out: Path) -> None:
+    model = httpx.get(f"{args.base_url}/v1/models", timeout=30).json()["data"][0]["id"]
+    command = [sys.executable, "-m", "lm_eval", "--model", "local-completions", "--model_args",
+               f"model={model},base_url={args.base_url}/v1/completions,tokenizer={args.tokenizer},"
+               "tokenizer_backend=huggingface,tokenized_requests=False,num_concurrent=2,max_retries=3",
+               "--tasks", args.task, "--include_path", str(REPO / "evals" / "tasks"), "--apply_chat_template",
+               "--limit", str(args.limit), "--log_samples", "--output_path", str(out), "--confirm_run_unsafe_code"]
+    print("$ " + " ".join(command), flush=True)
+    env = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    subprocess.run(command, check=True, env=env, stdout=subprocess.DEVNULL)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("run", type=Path)
@@ -45,19 +57,15 @@ def main() -> int:
     ap.add_argument("--base-url", required=True, help="the server, http://127.0.0.1:PORT")
     ap.add_argument("--limit", type=int, default=20)
     ap.add_argument("--min-agreement", type=float, default=0.95)
+    ap.add_argument("--output", type=Path, help="keep lm_eval's output here; where it already holds this task's "
+                    "samples, lm_eval is not run again (the run's samples may be written later)")
     args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as scratch:
+        out = args.output or Path(scratch)
+        if not list(out.rglob(f"samples_{args.task}_*.jsonl")):
+            run_lm_eval(args, out)
+        theirs = samples(out, args.task)
     ours = samples(args.run / "variants" / args.variant / "lm_eval", args.task)
-    model = httpx.get(f"{args.base_url}/v1/models", timeout=30).json()["data"][0]["id"]
-    with tempfile.TemporaryDirectory() as out:
-        command = [sys.executable, "-m", "lm_eval", "--model", "local-completions", "--model_args",
-                   f"model={model},base_url={args.base_url}/v1/completions,tokenizer={args.tokenizer},"
-                   "tokenizer_backend=huggingface,tokenized_requests=False,num_concurrent=2,max_retries=3",
-                   "--tasks", args.task, "--include_path", str(REPO / "evals" / "tasks"), "--apply_chat_template",
-                   "--limit", str(args.limit), "--log_samples", "--output_path", out, "--confirm_run_unsafe_code"]
-        print("$ " + " ".join(command), flush=True)
-        env = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
-        subprocess.run(command, check=True, env=env, stdout=subprocess.DEVNULL)
-        theirs = samples(Path(out), args.task)
     shared = [h for h in theirs if h in ours]
     if not shared:
         print("crosscheck error: no item in common (another --task or a run with these items?)", file=sys.stderr)
