@@ -1,6 +1,7 @@
 """Cross-check of the suite's served generation against plain `lm_eval` on the same server: lm-eval's own
 `local-completions` model, the same task YAML (evals/tasks), the same chat template applied by lm-eval
-(`--apply_chat_template`), greedy. Compares each item's raw answer with the one a sweep recorded
+(`--apply_chat_template`), greedy. vLLM takes at most 4 stop strings, so lm_eval runs a copy of the task with
+the first 4 and its answers are cut at the rest afterwards, as the suite cuts its own. Compares each item's raw answer with the one a sweep recorded
 (variants/<v>/lm_eval/<v>/samples_<task>_*.jsonl) and reports the share of identical answers.
 
 Serve the variant's checkpoint first, with the flags the recipe gives the engine, e.g. for recipes/qwen-coder.yaml's
@@ -17,12 +18,16 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 import httpx
+
+from evals.backends.served import truncate_at_stops
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -36,12 +41,29 @@ def samples(directory: Path, task: str) -> dict[str, str]:
     return {r["doc_hash"]: r["resps"][0][0] for r in records}
 
 
+def task_stops(task_dir: Path, task: str) -> list[str]:
+    text = (task_dir / f"{task}.yaml").read_text()
+    found = re.search(r"^\s*until:\s*(\[.*\])\s*$", text, re.MULTILINE)
+    return json.loads(found.group(1)) if found else []
+
+
+def capped_task(task: str, into: Path) -> Path:
+    """A copy of the task whose stop list keeps vLLM's limit of 4 strings (the server refuses more); the rest
+    are applied to lm_eval's answers afterwards, as the suite applies them to its own."""
+    source = REPO / "evals" / "tasks" / task
+    copy = shutil.copytree(source, into / task)
+    stops = task_stops(source, task)
+    text = (copy / f"{task}.yaml").read_text()
+    (copy / f"{task}.yaml").write_text(text.replace(json.dumps(stops), json.dumps(stops[:4])))
+    return into
+
+
 def run_lm_eval(args, out: Path) -> None:
     model = httpx.get(f"{args.base_url}/v1/models", timeout=30).json()["data"][0]["id"]
     command = [sys.executable, "-m", "lm_eval", "--model", "local-completions", "--model_args",
                f"model={model},base_url={args.base_url}/v1/completions,tokenizer={args.tokenizer},"
-               "tokenizer_backend=huggingface,tokenized_requests=False,num_concurrent=2,max_retries=3",
-               "--tasks", args.task, "--include_path", str(REPO / "evals" / "tasks"), "--apply_chat_template",
+               "tokenizer_backend=huggingface,tokenized_requests=True,num_concurrent=2,max_retries=3",
+               "--tasks", args.task, "--include_path", str(capped_task(args.task, out / "task")), "--apply_chat_template",
                "--limit", str(args.limit), "--log_samples", "--output_path", str(out), "--confirm_run_unsafe_code"]
     print("$ " + " ".join(command), flush=True)
     env = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
@@ -64,7 +86,8 @@ def main() -> int:
         out = args.output or Path(scratch)
         if not list(out.rglob(f"samples_{args.task}_*.jsonl")):
             run_lm_eval(args, out)
-        theirs = samples(out, args.task)
+        stops = task_stops(REPO / "evals" / "tasks" / args.task, args.task)
+        theirs = {h: truncate_at_stops(answer, stops) for h, answer in samples(out, args.task).items()}
     ours = samples(args.run / "variants" / args.variant / "lm_eval", args.task)
     shared = [h for h in theirs if h in ours]
     if not shared:
