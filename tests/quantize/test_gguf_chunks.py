@@ -41,7 +41,8 @@ def stand_in(tmp_path, architecture="qwen2", parts=3) -> tuple[ChunkedGGUF, byte
     chunks = []
     for n in range(1, parts + 1):
         piece = data[(n - 1) * step:n * step]
-        chunk = Chunk(f"tiny_part{n}-1.0-py3-none-any.whl", f"tiny_part{n}/data/part{n:02d}.bin", len(piece), sha(piece))
+        chunk = Chunk(f"tiny_part{n}-1.0-py3-none-any.whl", f"tiny_part{n}/data/part{n:02d}.bin", len(piece),
+                      sha(piece))
         with zipfile.ZipFile(wheels / chunk.wheel, "w") as wheel:
             wheel.writestr(f"tiny_part{n}/__init__.py", "")
             wheel.writestr(chunk.member, piece)
