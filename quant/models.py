@@ -10,7 +10,6 @@ file is dequantized once into a bf16 directory cached under $QUANT_MODEL_CACHE (
 from __future__ import annotations
 
 import importlib.util
-import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -18,7 +17,8 @@ from pathlib import Path
 from demo import DEMO_MODEL_DIR, DEMO_OUTLIERS_DIR
 from core.hashing import digest, file_digest, versions
 from core.hub import HubError, fetch_config, fetch_model, is_hub_id
-from core.store import Cache
+from core.store import Cache, model_cache_root
+from quantize.gguf_chunks import CHUNKED_MODELS
 
 PACKAGE_PREFIX = "package:"
 GGUF_STAGE = "gguf"
@@ -29,10 +29,6 @@ DEMO_MODELS = {"demo": (DEMO_MODEL_DIR, "quant demo build-model"),
 
 class ModelNotFound(Exception):
     pass
-
-
-def model_cache_root() -> Path:
-    return Path(os.environ.get("QUANT_MODEL_CACHE") or Path.home() / ".cache" / "quant-suite" / "models")
 
 
 def resolve_model(ref: str, recipe_dir: Path | None = None, log: Callable[[str], None] = print,
@@ -91,7 +87,9 @@ def find_gguf(ref: str, recipe_dir: Path | None = None) -> Path | None:
         if candidate.is_dir() and not (candidate / "config.json").exists():
             return _one_gguf(candidate, ref)
     if ref.endswith(".gguf"):
-        raise ModelNotFound(f"model {ref!r}: no such file")
+        assembled = Path(ref).name in {spec.file_name for spec in CHUNKED_MODELS.values()}
+        hint = " (assemble it with `make setup-real`)" if assembled else ""
+        raise ModelNotFound(f"model {ref!r}: no such file{hint}")
     return None
 
 
@@ -126,7 +124,12 @@ def converted_gguf(path: Path, log: Callable[[str], None] = print) -> Path:
     from quantize.gguf_source import GGUFSourceError, convert
 
     cache = Cache(model_cache_root())
-    key = digest("gguf", file_digest(path), versions("transformers"))
+    content = file_digest(path)
+    pinned = {spec.file_name: spec.sha256 for spec in CHUNKED_MODELS.values()}.get(path.name)
+    if pinned is not None and content != pinned:
+        raise ModelNotFound(f"model {path}: sha256 {content[:16]}… is not the pinned file's {pinned[:16]}…; "
+                            "remove it and assemble it again with `make setup-real`")
+    key = digest("gguf", content, versions("transformers"))
     if not cache.has(GGUF_STAGE, key):
         build = cache.staging(GGUF_STAGE, key)
         try:

