@@ -15,7 +15,14 @@ from tests.helpers import DEMO_MODEL, REPO
 sys.path.insert(0, str(REPO / "scripts"))
 from build_needle_tasks import build  # noqa: E402
 
-SMOLLM2 = sorted(Path.home().glob(".cache/quant-suite/models/gguf/*/model/tokenizer.json"))
+
+def _smollm2_tokenizers() -> list[Path]:
+    """SmolLM2's converted GGUF model where a SmolLM2 recipe ran (other GGUF models are cached beside it)."""
+    sources = sorted(Path.home().glob(".cache/quant-suite/models/gguf/*/model/gguf_source.json"))
+    return [s.with_name("tokenizer.json") for s in sources if "SmolLM2" in s.read_text()]
+
+
+SMOLLM2 = _smollm2_tokenizers()
 
 
 def _items(length: int) -> list[dict]:

@@ -26,7 +26,8 @@ def sweep(tmp_path_factory):
     from evals.backends import inprocess_lm
 
     root = tmp_path_factory.mktemp("sweep")
-    ctx = SimpleNamespace(cache=Cache(root / "cache"), reporter=Reporter(quiet=True), model_dir=REPO / "demo/model")
+    ctx = SimpleNamespace(cache=Cache(root / "cache"), reporter=Reporter(quiet=True), model_dir=REPO / "demo/model",
+                          variant_dir=lambda name: root / "run" / "variants" / name)
     task = Task(name="gsm8k", data_files=DEMO_MATH, num_fewshot=0, limit=5)
     run_eval(ctx, inprocess_lm(REPO / "demo/model"), task, "k1", "bf16")
     record = {"accuracy": {}}
