@@ -323,6 +323,17 @@ def through_relay(monkeypatch, server: S3Server, relay: FaultRelay, mirrors: Pat
     relay.seen.clear()
 
 
+def s3_behind_relay():
+    """A moto S3 server and a fault relay in front of it, for a module's tests (stopped after them)."""
+    server = S3Server()
+    relay = FaultRelay(server.port)
+    try:
+        yield server, relay
+    finally:
+        relay.stop()
+        server.stop()
+
+
 def cut_short(status: int, headers: list, body: bytes) -> tuple:
     """A 200 with half the body and no checksum header: nothing in the answer says it is short."""
     return status, [(k, v) for k, v in headers if not k.lower().startswith("x-amz-checksum")], body[:len(body) // 2]

@@ -11,20 +11,12 @@ import pytest
 
 from core.remote import Remote, RemoteError, pull_run
 from core.store import Cache
-from tests.multinode import FaultRelay, S3Server, cut_short, through_relay
+from tests.multinode import S3Server, cut_short, s3_behind_relay, through_relay
 
 BUCKET = S3Server.BUCKET
 
 
-@pytest.fixture(scope="module")
-def s3():
-    server = S3Server()
-    relay = FaultRelay(server.port)
-    try:
-        yield server, relay
-    finally:
-        relay.stop()
-        server.stop()
+s3 = pytest.fixture(scope="module", name="s3")(s3_behind_relay)
 
 
 @pytest.fixture(autouse=True)

@@ -14,7 +14,7 @@ from quant.context import new_record
 from quant.progress import Reporter
 from quant.sweep import _load_previous, run_sweep
 from tests.helpers import DEMO_MODEL
-from tests.multinode import FaultRelay, S3Server, cut_short, through_relay
+from tests.multinode import S3Server, cut_short, s3_behind_relay, through_relay
 
 BUCKET = S3Server.BUCKET
 RECIPE = """\
@@ -29,15 +29,7 @@ gates: {min_n: 4}
 """.replace("CHECKPOINT", str(DEMO_MODEL))
 
 
-@pytest.fixture(scope="module")
-def s3():
-    server = S3Server()
-    relay = FaultRelay(server.port)
-    try:
-        yield server, relay
-    finally:
-        relay.stop()
-        server.stop()
+s3 = pytest.fixture(scope="module", name="s3")(s3_behind_relay)
 
 
 @pytest.fixture(autouse=True)
