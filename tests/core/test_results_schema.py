@@ -10,7 +10,8 @@ from core.recipe import parse_recipe
 from core.results import SCHEMA_VERSION, Results
 from core.run_layout import RunLayout
 from core.store import write_json
-from quant.sweep import _load_previous, _save
+from quant.results_writer import ResultsWriter
+from quant.sweep import _load_previous
 from reports.results_file import ResultsError, load_results, read_results
 from tests.fixtures import results, variant, write_run
 from tests.helpers import REPO
@@ -69,11 +70,12 @@ def test_the_sweep_writes_through_the_schema(tmp_path):
     document = _load_previous(tmp_path, RECIPE)
     assert list(document)[:2] == ["schema_version", "recipe_name"] and document["schema_version"] == SCHEMA_VERSION
     document["variants"]["bf16"] = variant({"math": 0.9})
-    _save(tmp_path, document)
+    writer = ResultsWriter(tmp_path, remote=None, variants={"bf16"})
+    writer.save(document)
     assert load_results(tmp_path).variants["bf16"].accuracy["math"].value == 0.9
     document["variants"]["bf16"]["accuracy"]["math"]["value"] = float("nan")
     with pytest.raises(ValidationError):   # a stage's bad number fails where it is written, not in a reader
-        _save(tmp_path, document)
+        writer.save(document)
 
 
 def test_a_rerun_keeps_the_variants_of_an_unversioned_run(tmp_path):
