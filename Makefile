@@ -65,26 +65,38 @@ ENGINES := -n 2 --dist loadfile --no-loadscope-reorder
 ALONE := $(shell grep -rl --include='test_*.py' 'mark.exclusive_cpu' tests)
 # The parallel part: neither the real engine nor the timing tests.
 PARALLEL_PART := not integration and not exclusive_cpu
+# Each part writes its junit XML into TIMINGS: each test's seconds and, in the parts that start engines but do not
+# time processes, the engine servers it started (tests/engine_starts.py).
+TIMINGS := runs/test-timings
+COUNTED := QUANT_TEST_ENGINE_STARTS=1 $(PY)
 BROWSER := $(firstword $(shell command -v chromium chromium-browser google-chrome 2>/dev/null))
 
 test: setup
-	$(PY) -m pytest -ra --durations=25 $(PARALLEL) -m "$(PARALLEL_PART)"
-	$(PY) -m pytest -ra --durations=25 $(ENGINES) -m "integration and not engine_alone and not exclusive_cpu"
-	$(PY) -m pytest -ra --durations=25 $(ENGINES) -m "engine_alone and not engine_exclusive and not exclusive_cpu"
-	$(PY) -m pytest -ra --durations=25 -m "engine_exclusive and not exclusive_cpu"
-	$(PY) -m pytest -ra -m exclusive_cpu $(ALONE)
+	@rm -f $(TIMINGS)/*.xml
+	$(COUNTED) -m pytest -ra --durations=25 --junitxml=$(TIMINGS)/parallel.xml $(PARALLEL) -m "$(PARALLEL_PART)"
+	$(COUNTED) -m pytest -ra --durations=25 --junitxml=$(TIMINGS)/integration.xml $(ENGINES) -m "integration and not engine_alone and not exclusive_cpu"
+	$(COUNTED) -m pytest -ra --durations=25 --junitxml=$(TIMINGS)/engine_alone.xml $(ENGINES) -m "engine_alone and not engine_exclusive and not exclusive_cpu"
+	$(PY) -m pytest -ra --durations=25 --junitxml=$(TIMINGS)/engine_exclusive.xml -m "engine_exclusive and not exclusive_cpu"
+	$(PY) -m pytest -ra --durations=25 --junitxml=$(TIMINGS)/exclusive_cpu.xml -m exclusive_cpu $(ALONE)
 	@$(MAKE) --no-print-directory test-browser
+	@$(MAKE) --no-print-directory test-durations
+
+# Where the last `make test` spent its time: per part its wall time, tests and engine servers started, the 20
+# longest tests and the servers per file (from the junit XML each part wrote into runs/test-timings).
+test-durations:
+	@$(PY) benchmarks/suite_durations.py $(TIMINGS)
 
 test-browser:
 	@if [ -n "$(BROWSER)" ]; then QUANT_TEST_ARTIFACTS=runs/test-artifacts $(PY) -m pytest -ra -m browser \
+		--junitxml=$(TIMINGS)/browser.xml \
 		tests/reports/test_report_layout_browser.py; else echo "report.html layout tests not run: no Chromium" \
 		"here (Debian: apt-get install chromium; then make test-browser)"; fi
 
 # The developer's loop: what `make test` runs first, less the tests marked slow (whole sweeps on stand-ins,
 # a hub's backoff), then the timing tests.
 test-fast: setup
-	$(PY) -m pytest -ra --durations=25 $(PARALLEL) -m "$(PARALLEL_PART) and not slow"
-	$(PY) -m pytest -ra -m "exclusive_cpu and not integration" $(ALONE)
+	$(COUNTED) -m pytest -ra --durations=25 --junitxml=$(TIMINGS)/fast/parallel.xml $(PARALLEL) -m "$(PARALLEL_PART) and not slow"
+	$(PY) -m pytest -ra --junitxml=$(TIMINGS)/fast/exclusive_cpu.xml -m "exclusive_cpu and not integration" $(ALONE)
 
 # Regenerate requirements/*.lock (pip-compile) after changing pyproject.toml or requirements/serve-*.txt.
 lock:

@@ -15,6 +15,8 @@ os.environ["QUANT_CHECK_CACHE"] = os.path.join(
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+pytest_plugins = ["tests.engine_starts"]
+
 
 def pytest_collection_modifyitems(config, items):
     """Tests marked `browser` need Chromium: they run when asked for (`-m browser`), never by default."""

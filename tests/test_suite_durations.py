@@ -1,0 +1,103 @@
+"""`make test`'s durations table (benchmarks/suite_durations.py) from the junit XML its parts write: each test's
+seconds, the engine servers each test started (tests/engine_starts.py; a module fixture's with the first test
+that uses it), per part and per file. Checked on a generated suite run as the Makefile runs a part."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from benchmarks.suite_durations import read_parts, render
+from tests.helpers import REPO
+
+CONFTEST = 'pytest_plugins = ["tests.engine_starts"]\n'
+
+# a process whose command line names a server is what the watch counts (it never answers: none is asked to)
+SUITE = """\
+import subprocess
+import sys
+import time
+
+import pytest
+
+
+def server():
+    return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "llama_cpp.server"])
+
+
+@pytest.fixture(scope="module")
+def shared():
+    proc = server()
+    time.sleep(1.5)
+    yield
+    proc.kill()
+    proc.wait()
+
+
+def test_first_user_of_the_shared_server(shared):
+    pass
+
+
+def test_second_user_of_the_shared_server(shared):
+    pass
+
+
+def test_starts_two_of_its_own():
+    procs = [server(), server()]
+    time.sleep(0.2)   # the count is taken when the test ends, not only by the watch's poll
+    for proc in procs:
+        proc.kill()
+        proc.wait()
+
+
+def test_starts_none():
+    time.sleep(0.3)
+"""
+
+
+def test_engine_starts_are_counted_per_test_and_tabled_per_part_and_file(tmp_path):
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    (suite / "conftest.py").write_text(CONFTEST)
+    (suite / "test_engines.py").write_text(SUITE)
+    timings = tmp_path / "timings"
+    env = {**os.environ, "QUANT_TEST_ENGINE_STARTS": "1",
+           "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                           f"--junitxml={timings / 'integration.xml'}", str(suite)],
+                          cwd=suite, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    (part,) = read_parts(timings)
+    assert part.name == "integration" and part.wall_s > 0
+    starts = {t.name: t.engine_starts for t in part.tests}
+    assert starts == {"test_first_user_of_the_shared_server": 1, "test_second_user_of_the_shared_server": 0,
+                      "test_starts_two_of_its_own": 2, "test_starts_none": 0}
+    seconds = {t.name: t.seconds for t in part.tests}
+    assert seconds["test_first_user_of_the_shared_server"] >= 1.5 > seconds["test_second_user_of_the_shared_server"]
+    table = render(read_parts(timings), top=2).splitlines()
+    assert table[1].split() == ["integration", f"{part.wall_s:.0f}", "4", "3"]
+    longest = table[table.index("the 2 longest tests (seconds; set-up and teardown included)") + 1]
+    assert longest.endswith("test_engines.py::test_first_user_of_the_shared_server") and " 1 engine " in longest
+    assert table[-1].split() == ["3", "integration", "test_engines.py"]
+
+
+def test_without_the_variable_nothing_is_counted(tmp_path):
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    (suite / "conftest.py").write_text(CONFTEST)
+    (suite / "test_engines.py").write_text(SUITE)
+    env = {k: v for k, v in os.environ.items() if k != "QUANT_TEST_ENGINE_STARTS"}
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-k", "two",
+                           f"--junitxml={tmp_path / 'part.xml'}", str(suite)],
+                          cwd=suite, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "engine_starts" not in (tmp_path / "part.xml").read_text()
+
+
+def test_no_timings_is_exit_2(tmp_path, capsys):
+    from benchmarks.suite_durations import main
+
+    assert main([str(tmp_path)]) == 2
+    assert "make test" in capsys.readouterr().err
