@@ -28,7 +28,7 @@ def server():
 
 @pytest.fixture(scope="module")
 def shared():
-    proc = server()
+    proc = server()   # alive when the first test that uses it ends: counted then, poll or not
     time.sleep(1.5)
     yield
     proc.kill()
@@ -45,7 +45,7 @@ def test_second_user_of_the_shared_server(shared):
 
 def test_starts_two_of_its_own():
     procs = [server(), server()]
-    time.sleep(0.2)   # the count is taken when the test ends, not only by the watch's poll
+    time.sleep(2.5)   # ended before the test ends: seen by the watch's poll (every second) only
     for proc in procs:
         proc.kill()
         proc.wait()
@@ -78,7 +78,7 @@ def test_engine_starts_are_counted_per_test_and_tabled_per_part_and_file(tmp_pat
     table = render(read_parts(timings), top=2).splitlines()
     assert table[1].split() == ["integration", f"{part.wall_s:.0f}", "4", "3"]
     longest = table[table.index("the 2 longest tests (seconds; set-up and teardown included)") + 1]
-    assert longest.endswith("test_engines.py::test_first_user_of_the_shared_server") and " 1 engine " in longest
+    assert longest.endswith("test_engines.py::test_starts_two_of_its_own") and " 2 engine " in longest
     assert table[-1].split() == ["3", "integration", "test_engines.py"]
 
 
@@ -101,3 +101,16 @@ def test_no_timings_is_exit_2(tmp_path, capsys):
 
     assert main([str(tmp_path)]) == 2
     assert "make test" in capsys.readouterr().err
+
+
+def test_the_makefile_writes_every_part_where_the_table_reads_it():
+    import re
+
+    from benchmarks.suite_durations import PARTS
+
+    makefile = (REPO / "Makefile").read_text()
+    test_target = makefile.split("\ntest: ", 1)[1].split("\n\n", 1)[0] + makefile.split("\ntest-browser:", 1)[1]
+    written = re.findall(r"--junitxml=\$\(TIMINGS\)/(\w+)\.xml", test_target.split("\ntest-fast:", 1)[0])
+    assert written == list(PARTS)
+    assert "\t@$(PY) benchmarks/suite_durations.py $(TIMINGS)\n" in makefile
+    assert re.search(r"^TIMINGS := runs/test-timings$", makefile, re.M)
