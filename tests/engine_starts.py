@@ -2,7 +2,8 @@
 process tree every POLL_S seconds and records with every test (a `engine_starts` property, in the junit XML
 `make test` writes) the vLLM and llama.cpp servers that appeared while the test, its set-up or its teardown ran
 (a module fixture's server counts with the first test that uses it). A server that lives less than POLL_S may
-be missed: the count is of servers seen. `python scripts/test_durations.py` prints the counts per part and file."""
+be missed: the count is of servers seen. A server is a python run with `-m` and a server's module: not its
+launcher, whose command line names the server's after its own, nor an interpreter asked about vLLM's flags. `python scripts/test_durations.py` prints the counts per part and file."""
 
 from __future__ import annotations
 
@@ -14,6 +15,17 @@ import pytest
 
 POLL_S = 1.0
 SERVERS = ("vllm.entrypoints.openai.api_server", "llama_cpp.server")
+
+
+def module_run(argv: list[str]) -> str | None:
+    """The module a python command line runs (`python [options] -m MODULE ...`), None where it runs a script or
+    code."""
+    for i, arg in enumerate(argv[1:], start=1):
+        if arg == "-m":
+            return argv[i + 1] if i + 1 < len(argv) else None
+        if not arg.startswith("-") or arg == "-c":
+            return None
+    return None
 
 
 def wanted() -> bool:
@@ -44,10 +56,10 @@ class ServerWatch:
             if child.pid in self._seen:
                 continue
             try:
-                command = " ".join(child.cmdline())
+                module = module_run(child.cmdline())
             except psutil.Error:
                 continue
-            if any(server in command for server in SERVERS):
+            if module in SERVERS:
                 with self._lock:
                     self._seen.add(child.pid)
                     self._new += 1

@@ -7,13 +7,16 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 from benchmarks.suite_durations import read_parts, render
+from tests.engine_starts import module_run
 from tests.helpers import REPO
 
 CONFTEST = 'pytest_plugins = ["tests.engine_starts"]\n'
 
-# a process whose command line names a server is what the watch counts (it never answers: none is asked to)
+# a process run as a server's module is what the watch counts: here one that only sleeps (none is asked anything)
+SERVER_MODULE = "import time\ntime.sleep(60)\n"
 SUITE = """\
 import subprocess
 import sys
@@ -23,7 +26,7 @@ import pytest
 
 
 def server():
-    return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "llama_cpp.server"])
+    return subprocess.Popen([sys.executable, "-m", "llama_cpp.server", "--model", "m.gguf"])
 
 
 @pytest.fixture(scope="module")
@@ -56,14 +59,30 @@ def test_starts_none():
 """
 
 
-def test_engine_starts_are_counted_per_test_and_tabled_per_part_and_file(tmp_path):
+def _suite(tmp_path: Path) -> Path:
     suite = tmp_path / "suite"
-    suite.mkdir()
+    (suite / "llama_cpp").mkdir(parents=True)
+    (suite / "llama_cpp" / "__init__.py").write_text("")
+    (suite / "llama_cpp" / "server.py").write_text(SERVER_MODULE)
     (suite / "conftest.py").write_text(CONFTEST)
     (suite / "test_engines.py").write_text(SUITE)
+    return suite
+
+
+def test_a_server_is_a_python_running_a_servers_module_not_its_launcher_or_a_flags_probe():
+    server = [".venv-serve/bin/python", "-m", "vllm.entrypoints.openai.api_server", "--model", "m"]
+    assert module_run(server) == "vllm.entrypoints.openai.api_server"
+    assert module_run(["python3.11", "-I", "-S", "perf/engines/lifeline.py", "7", "15", "VLLM::", "--", *server]) is None
+    assert module_run([".venv-serve/bin/python", "-c", "runpy.run_module('vllm.entrypoints.openai.api_server')"]) is None
+    assert module_run(["python", "-B", "-m", "llama_cpp.server"]) == "llama_cpp.server"
+    assert module_run(["python"]) is None and module_run(["python", "-m"]) is None
+
+
+def test_engine_starts_are_counted_per_test_and_tabled_per_part_and_file(tmp_path):
+    suite = _suite(tmp_path)
     timings = tmp_path / "timings"
     env = {**os.environ, "QUANT_TEST_ENGINE_STARTS": "1",
-           "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+           "PYTHONPATH": os.pathsep.join([str(suite), str(REPO), os.environ.get("PYTHONPATH", "")])}
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                            f"--junitxml={timings / 'integration.xml'}", str(suite)],
                           cwd=suite, env=env, capture_output=True, text=True, timeout=120)
@@ -83,12 +102,9 @@ def test_engine_starts_are_counted_per_test_and_tabled_per_part_and_file(tmp_pat
 
 
 def test_without_the_variable_nothing_is_counted(tmp_path):
-    suite = tmp_path / "suite"
-    suite.mkdir()
-    (suite / "conftest.py").write_text(CONFTEST)
-    (suite / "test_engines.py").write_text(SUITE)
+    suite = _suite(tmp_path)
     env = {k: v for k, v in os.environ.items() if k != "QUANT_TEST_ENGINE_STARTS"}
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])
+    env["PYTHONPATH"] = os.pathsep.join([str(suite), str(REPO), os.environ.get("PYTHONPATH", "")])
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-k", "two",
                            f"--junitxml={tmp_path / 'part.xml'}", str(suite)],
                           cwd=suite, env=env, capture_output=True, text=True, timeout=120)
