@@ -3,7 +3,8 @@ process tree every POLL_S seconds and records with every test (a `engine_starts`
 `make test` writes) the vLLM and llama.cpp servers that appeared while the test, its set-up or its teardown ran
 (a module fixture's server counts with the first test that uses it). A server that lives less than POLL_S may
 be missed: the count is of servers seen. A server is a python run with `-m` and a server's module: not its
-launcher, whose command line names the server's after its own, nor an interpreter asked about vLLM's flags. `python scripts/test_durations.py` prints the counts per part and file."""
+launcher, whose command line names the server's after its own, nor an interpreter asked about vLLM's flags.
+`python benchmarks/suite_durations.py` prints the counts per part and file."""
 
 from __future__ import annotations
 
