@@ -72,8 +72,10 @@ def _suite(tmp_path: Path) -> Path:
 def test_a_server_is_a_python_running_a_servers_module_not_its_launcher_or_a_flags_probe():
     server = [".venv-serve/bin/python", "-m", "vllm.entrypoints.openai.api_server", "--model", "m"]
     assert module_run(server) == "vllm.entrypoints.openai.api_server"
-    assert module_run(["python3.11", "-I", "-S", "perf/engines/lifeline.py", "7", "15", "VLLM::", "--", *server]) is None
-    assert module_run([".venv-serve/bin/python", "-c", "runpy.run_module('vllm.entrypoints.openai.api_server')"]) is None
+    launcher = ["python3.11", "-I", "-S", "perf/engines/lifeline.py", "7", "15", "VLLM::", "--", *server]
+    assert module_run(launcher) is None
+    flags_probe = [".venv-serve/bin/python", "-c", "runpy.run_module('vllm.entrypoints.openai.api_server')"]
+    assert module_run(flags_probe) is None
     assert module_run(["python", "-B", "-m", "llama_cpp.server"]) == "llama_cpp.server"
     assert module_run(["python"]) is None and module_run(["python", "-m"]) is None
 
