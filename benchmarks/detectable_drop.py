@@ -1,6 +1,7 @@
 """The smallest drop the gate calls a regression on a 0/1 task of n items (pass@1, exact_match), by the
-default rule `significant` with margin 0.05: the gate's own interval (evals/paired_binary.py, Tango's
-interval held at 0 where exact McNemar finds no difference) must exclude 0 and the drop exceed the margin.
+rule `significant` (the policy's default is `point`) with margin 0.05: the gate's own interval
+(evals/paired_binary.py, Tango's interval held at 0 where exact McNemar finds no difference) must exclude 0
+and the drop exceed the margin.
 A candidate also gains some items it used to fail (quantized models flip items both ways): the columns give
 the smallest observed drop for 0%, 5% and 10% of the items gained.
 

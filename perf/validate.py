@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from core.checks import Found, as_int
-from core.recipe import Engine, Variant
+from core.recipe import Engine, Task, Variant
 from core.recipe_perf import Perf
 
 
@@ -93,6 +93,38 @@ def check(engine: Engine, variants: list[tuple[int, Variant]], run_recipe: bool 
         if reason and where not in refused_already:
             found.errors.append((where, reason))
     return found, name
+
+
+def check_seeded_sampling(engine: Engine, variants: list[tuple[int, Variant]], tasks: list[tuple[int, Task]],
+                          run_recipe: bool = False) -> Found:
+    """Sampled tasks (each request seeded) on an engine known to die on a seeded request whose prompt it splits
+    across steps, unless every variant it serves keeps prompts whole (enable_chunked_prefill: false)."""
+    from perf.engines.flags import engine_name
+    from perf.engines.known_unsupported import seeded_split_prefill_crash
+    from perf.engines.process import EngineStartError
+    from perf.engines.vllm import resolve_engine_python
+
+    found = Found()
+    sampled = [task.key for _, task in tasks if (task.gen_kwargs or {}).get("temperature", 0) > 0]
+    served = [(i, v) for i, v in variants if not (v.endpoint or v.llamacpp)]
+    if not sampled or not served or (not run_recipe and recipe_code(engine)):
+        return found
+    try:
+        facts = engine_facts_once(resolve_engine_python(engine.python), engine.env)
+    except EngineStartError:
+        return found   # check() says why
+    crash = seeded_split_prefill_crash(facts)
+    if crash is None:
+        return found
+    where = set()
+    for i, variant in served:
+        if {**engine.args, **variant.engine_args}.get("enable_chunked_prefill") is not False:
+            own = "enable_chunked_prefill" in variant.engine_args
+            where.add(("variants", i, "engine_args", "enable_chunked_prefill") if own else ("engine", "args"))
+    found.errors += [(loc, f"{', '.join(sampled)} sample with a seed per request, and {engine_name(facts)} dies on "
+                      f"a seeded request whose prompt it splits across steps (chunked prefill: \"{crash}\"); set "
+                      "enable_chunked_prefill: false in engine.args") for loc in sorted(where)]
+    return found
 
 
 def engine_facts_once(python: str, env: dict[str, str]) -> dict:

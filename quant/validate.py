@@ -159,6 +159,7 @@ def _check(parts: Parts, recipe_dir: Path | None, text: str, source: str, engine
         stage, found.engine_flags = perf.validate.check(parts.engine, parts.variants, trust.run_recipe,
                                                         trust.remote_code)
         collect(stage)
+        collect(perf.validate.check_seeded_sampling(parts.engine, parts.variants, parts.tasks, trust.run_recipe))
     _cross(parts, add, found)
     from quant.recipe_checks import position_problems, served_contexts
     for loc, message in position_problems(model_dir, parts.engine, parts.variants):

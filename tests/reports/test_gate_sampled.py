@@ -117,3 +117,18 @@ def test_diff_ranks_items_by_the_rate_they_lost_and_shows_every_sample(tmp_path,
     out = capsys.readouterr().out
     assert out.index("LOST item 5") < out.index("LOST item 2")
     assert "[sample 1]  #### 4" in out and "[sample 4]  #### 5" in out
+
+
+def test_sampled_power_counts_the_gates_own_calls_on_measured_rates(tmp_path):
+    """benchmarks/sampled_power.py: a candidate that loses nothing and draws the baseline's random numbers gives
+    the same answers (never called); one that loses every answer always is; an item never solved has nothing
+    to lose; the population is the per-item rates a run stored."""
+    import numpy as np
+    from benchmarks.sampled_power import measured_chances, regression_share
+
+    _items(tmp_path, "bf16", [1.0, 0.75, 0.0, 0.25], [10, 10, 10, 10])
+    assert measured_chances(tmp_path, "bf16", "math", "exact_match").tolist() == [1.0, 0.75, 0.0, 0.25]
+    always, never = np.ones(10), np.zeros(10)
+    assert regression_share(always, 40, 5, 0.0, "point", 0.05, 20, same_seeds=True) == 0.0
+    assert regression_share(always, 40, 5, 1.0, "significant", 0.05, 20, same_seeds=False) == 1.0
+    assert regression_share(never, 40, 5, 0.3, "point", 0.05, 20, same_seeds=False) == 0.0
