@@ -5,7 +5,8 @@ level on each (128-token prompts, 64 output tokens, concurrency 8, 32 requests a
 spread of each figure across the starts as a noise floor (perf/noise.py): point a recipe's `perf.noise_floor` at
 the file, and every level's interval is widened by it, so `quant choose` and `quant gate` rank speed only beyond
 it. Prints each run (with the load average and the cores other processes took: a busy machine measures its
-neighbours), the floor, and with --results, the headline throughput intervals of a run before and after the floor widens them.
+neighbours), the floor, and with --results, the headline throughput intervals of a run before and after the
+floor widens them.
 
 Usage: python benchmarks/noise_floor.py [--runs 5] [--requests 32] [--concurrency 8] [--out noise-floor.json]
                                         [--results runs/demo/results.json]
