@@ -121,8 +121,8 @@ def main() -> None:
     args.out.write_text(json.dumps(floor, indent=1) + "\n")
     loaded = [i + 1 for i, r in enumerate(runs) if (r["foreign_cores"] or 0) >= FOREIGN_CORES_LIMIT]
     if loaded:
-        print(f"runs {', '.join(map(str, loaded))}: other processes took {FOREIGN_CORES_LIMIT} cores or more; the floor "
-              f"includes their noise (measure again on a quiet machine for this machine's own)")
+        print(f"runs {', '.join(map(str, loaded))}: other processes took {FOREIGN_CORES_LIMIT} cores or more; "
+              f"the floor includes their noise (measure again on a quiet machine for this machine's own)")
     print(f"\nnoise floor ({args.runs} cold runs) -> {args.out}")
     for name, f in floor["figures"].items():
         print(f"  {name:<22} spread {f['spread'] * 100:5.1f}%  log sd {f['log_sd']:.3f}  one run's 95% noise "
