@@ -56,3 +56,26 @@ def test_a_broken_noise_floor_is_one_clear_recipe_error(tmp_path, text, problem)
     assert "cannot read a noise floor" in missing.errors[0][1]
     path.write_text(json.dumps(measure({"output_tokens_per_s": [100.0, 110.0]})))
     assert check_workloads(Perf(noise_floor=str(path)), None, []).errors == []
+
+
+def test_the_benchmark_widens_a_stored_run_by_a_floor_measured_before(tmp_path, monkeypatch, capsys):
+    """benchmarks/noise_floor.py --floor F --results R: each variant's headline interval before and after, with no
+    server started; a floor that cannot be read is one line, exit 2."""
+    from benchmarks import noise_floor
+    from core.run_layout import RunLayout
+    from tests.fixtures import variant, write_run
+
+    floor = tmp_path / "floor.json"   # five cold starts on a 2-core CPU: log sd 0.147
+    floor.write_text(json.dumps(measure({"output_tokens_per_s": [1966.0, 1744.0, 1390.0, 2004.0, 1688.0]})))
+    run = write_run(tmp_path / "run", {"bf16": variant({}, tok_s=1000.0), "int8": variant({}, tok_s=1500.0)})
+    monkeypatch.setattr("sys.argv", ["noise_floor.py", "--floor", str(floor), "--results", str(RunLayout(run).results)])
+    noise_floor.main()
+    rows = {line.split()[0]: line.split() for line in capsys.readouterr().out.splitlines()
+            if line.startswith(("  bf16", "  int8"))}
+    assert rows["bf16"][1:5] == ["1000", "[950,", "1050]", "±5.3%"]   # its own interval: +-5%, as stored
+    # half-width on the log scale: sqrt(log(1 / 0.95)^2 + (t(4) * 0.147)^2) = sqrt(0.0513^2 + 0.4078^2) = 0.411
+    assert rows["int8"][-3:] == ["[995,", "2262]", "±50.8%"]
+    monkeypatch.setattr("sys.argv", ["noise_floor.py", "--floor", str(tmp_path / "none.json")])
+    with pytest.raises(SystemExit) as exit_:
+        noise_floor.main()
+    assert exit_.value.code == 2 and "cannot read a noise floor" in capsys.readouterr().err
