@@ -97,20 +97,25 @@ def test_math_open_items_are_math_mcs_with_answers_that_read():
 # --- math_dm -----------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("response, score", [
-    ("-4 + 7 = 3\nThe answer is: 3", 1), ("The answer is: 3.0", 1), ("The answer is: 6/2", 1),
-    ("Solving for a:\nThe answer is: a = 3.", 1), ("So the result is $\\boxed{3}$.", 1),
-    ("The answer is: **3**", 1), ("The answer is: 4", 0), ("The answer is: -3", 0),
-    ("The answer is: three", 0), ("The answer is: (3", 0), ("", 0), ("The answer is: 1, 2", 0),
+    ("-4 + 7 = 3\nSo the answer is $\\boxed{3}$.", 1), ("\\[\n\\boxed{3.0}\n\\]", 1),
+    ("First \\boxed{4}, no: \\boxed{3}", 1),                   # the last box
+    ("Solving for a: \\boxed{a = 3}", 1), ("The answer is: 3", 1),   # no box: math_open's reading
+    ("\\boxed{4}", 0), ("\\boxed{-3}", 0), ("\\boxed{three}", 0), ("\\boxed{3", 0), ("", 0),
+    ("\\boxed{1, 2}", 0), ("\\boxed{6/2}", 0), ("\\boxed{2 \\times 3/2}", 0),   # not written as a number
+    ("\\boxed{" + "(" * 300 + "3" + ")" * 300 + "}", 0),
 ])
 def test_math_dm_scores_right_wrong_and_unreadable_answers_by_value(response, score):
     assert _module("math_dm", "utils").process_results({"answer": "3"}, [response]) == {"exact_match": score}
 
 
 @pytest.mark.parametrize("response, answer, score", [
-    ("The answer is: 3,842,142,241", "3842142241", 1),     # thousands separators
-    ("The answer is: 1,2", "12", 0),                       # not a thousands separator: a tuple, not 12
-    ("The answer is: -6/14", "-3/7", 1), ("The answer is: -0.428571", "-3/7", 0),   # rounded is not the fraction
-    ("The answer is: 0.50", "1/2", 1), ("The answer is: 20.62", "20.62", 1), ("The answer is: 20.6", "20.62", 0),
+    ("\\boxed{3,842,142,241}", "3842142241", 1),            # thousands separators
+    ("\\boxed{1,2}", "12", 0),                              # not a thousands separator
+    ("\\boxed{\\frac{-3}{7}}", "-3/7", 1), ("\\boxed{-\\dfrac{3}{7}}", "-3/7", 1),
+    ("\\boxed{-3/7}", "-3/7", 1), ("\\boxed{-6/14}", "-3/7", 0),   # a fraction in lowest terms, as generated
+    ("\\boxed{-0.428571}", "-3/7", 0),                      # rounded is not the fraction
+    ("\\boxed{-114/-6}", "19", 0),                          # the question restated
+    ("\\boxed{0.50}", "1/2", 1), ("\\boxed{20.62}", "20.62", 1), ("\\boxed{20.6}", "20.62", 0),
 ])
 def test_math_dm_compares_numbers_as_values_not_as_text(response, answer, score):
     assert _module("math_dm", "utils").process_results({"answer": answer}, [response])["exact_match"] == score
@@ -188,7 +193,7 @@ def test_the_tasks_score_their_gold_answers_through_lm_eval(task, metric):
     if task == "math_open":
         answers = {i["prompt"]: f"Working it out.\nThe answer is: `{i['answer']}`" for i in items}
     elif task == "math_dm":
-        answers = {i["question"]: f"Step by step.\nThe answer is: {i['answer']}" for i in items}
+        answers = {i["question"]: f"Step by step.\nSo the answer is $\\boxed{{{i['answer']}}}$." for i in items}
     else:
         answers = {i["text"]: f"```json\n{json.dumps(i['gold'], indent=2)}\n```" for i in items}
     summary, samples = evaluate_task(TableLM(answers), Task(name=task, limit=5, apply_chat_template=False))
