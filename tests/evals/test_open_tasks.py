@@ -1,4 +1,4 @@
-"""The generative real-data tasks math_open and extraction_json: their answers are read as SymPy values without
+"""The generative real-data tasks math_open, math_dm and extraction_json: their answers are read as SymPy values without
 running anything the model wrote, compared by value as SymPy holds them equal; their shipped items are what
 their builders make, with gold fields each item's own text gives."""
 
@@ -94,6 +94,50 @@ def test_math_open_items_are_math_mcs_with_answers_that_read():
         assert item["prompt"] == mc[item["id"]]["prompt"]
 
 
+# --- math_dm -----------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("response, score", [
+    ("-4 + 7 = 3\nSo the answer is $\\boxed{3}$.", 1), ("\\[\n\\boxed{3.0}\n\\]", 1),
+    ("First \\boxed{4}, no: \\boxed{3}", 1),                   # the last box
+    ("Solving for a: \\boxed{a = 3}", 1), ("The answer is: 3", 1),   # no box: math_open's reading
+    ("\\boxed{4}", 0), ("\\boxed{-3}", 0), ("\\boxed{three}", 0), ("\\boxed{3", 0), ("", 0),
+    ("\\boxed{1, 2}", 0), ("\\boxed{6/2}", 0), ("\\boxed{2 \\times 3/2}", 0),   # not written as a number
+    ("\\boxed{" + "(" * 300 + "3" + ")" * 300 + "}", 0),
+])
+def test_math_dm_scores_right_wrong_and_unreadable_answers_by_value(response, score):
+    assert _module("math_dm", "utils").process_results({"answer": "3"}, [response]) == {"exact_match": score}
+
+
+@pytest.mark.parametrize("response, answer, score", [
+    ("\\boxed{3,842,142,241}", "3842142241", 1),            # thousands separators
+    ("\\boxed{1,2}", "12", 0),                              # not a thousands separator
+    ("\\boxed{\\frac{-3}{7}}", "-3/7", 1), ("\\boxed{-\\dfrac{3}{7}}", "-3/7", 1),
+    ("\\boxed{-3/7}", "-3/7", 1), ("\\boxed{-6/14}", "-3/7", 0),   # a fraction in lowest terms, as generated
+    ("\\boxed{-0.428571}", "-3/7", 0),                      # rounded is not the fraction
+    ("\\boxed{-114/-6}", "19", 0),                          # the question restated
+    ("\\boxed{0.50}", "1/2", 1), ("\\boxed{20.62}", "20.62", 1), ("\\boxed{20.6}", "20.62", 0),
+])
+def test_math_dm_compares_numbers_as_values_not_as_text(response, answer, score):
+    assert _module("math_dm", "utils").process_results({"answer": answer}, [response])["exact_match"] == score
+
+
+def test_math_dm_items_are_the_generators_file():
+    """The shipped file is the one build.py wrote (its sha256 and size in the README), each answer one number."""
+    from hashlib import sha256
+
+    data = (TASKS_DIR / "math_dm" / "test.jsonl").read_bytes()
+    readme = (TASKS_DIR / "math_dm" / "README.md").read_text()
+    assert f"sha256 {sha256(data).hexdigest()}" in readme and f"{len(data):,} bytes" in readme
+    items, build = _items("math_dm"), _module("math_dm", "build")
+    assert len(items) == len({i["id"] for i in items}) == 420
+    assert {(i["module"], i["level"]) for i in items} == {(m, lv) for m in build.MODULES for lv in build.LEVELS}
+    assert {(i["mathematics_dataset"], i["sympy"], i["numpy"]) for i in items} == {("1.0.1", "1.14.0", "2.4.6")}
+    for item in items:
+        assert build.NUMBER.fullmatch(item["answer"]) and read_value(item["answer"]).is_Number
+    first = [(i["module"], i["level"]) for i in items[:42]]
+    assert len(set(first)) == 42   # the first items cover every module and level once
+
+
 # --- extraction_json -------------------------------------------------------------------------------------
 
 def test_extraction_json_gold_fields_are_in_each_entry():
@@ -137,7 +181,8 @@ def test_extraction_json_field_f1_on_partial_and_malformed_answers(answer, f1, v
     assert scores["schema_valid"] == float(valid == 1.0 and '"2025"' not in answer)
 
 
-@pytest.mark.parametrize("task, metric", [("math_open", "exact_match"), ("extraction_json", "field_f1")])
+@pytest.mark.parametrize("task, metric", [("math_open", "exact_match"), ("math_dm", "exact_match"),
+                                          ("extraction_json", "field_f1")])
 def test_the_tasks_score_their_gold_answers_through_lm_eval(task, metric):
     """Each prompt answered with its own item's gold (in a chat model's words): every item scores 1."""
     from core.recipe import Task
@@ -147,6 +192,8 @@ def test_the_tasks_score_their_gold_answers_through_lm_eval(task, metric):
     items = _items(task)[:5]
     if task == "math_open":
         answers = {i["prompt"]: f"Working it out.\nThe answer is: `{i['answer']}`" for i in items}
+    elif task == "math_dm":
+        answers = {i["question"]: f"Step by step.\nSo the answer is $\\boxed{{{i['answer']}}}$." for i in items}
     else:
         answers = {i["text"]: f"```json\n{json.dumps(i['gold'], indent=2)}\n```" for i in items}
     summary, samples = evaluate_task(TableLM(answers), Task(name=task, limit=5, apply_chat_template=False))
