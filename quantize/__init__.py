@@ -29,8 +29,7 @@ __all__ = ["quantize_variant", "quantize_in_subprocess", "QuantizeError", "MANIF
 # Threads torch computes on where no accelerator quantizes: one. A checkpoint's bytes then do not depend on the
 # machine's core count (a GPTQ checkpoint of the demo model built on 2 threads differs from one built on 1 in 22
 # of its 94 tensors), and a build beside a served model uses the core the engine leaves it: with 2 threads, each
-# parallel step waits for a thread the engine holds (a 256x256 bf16 matmul: 1.1 ms on one thread, 23 ms on two,
-# on a busy 2-core machine). Part of every checkpoint's cache key (quant/quantize_stage.py).
+# parallel step waits for a thread the engine holds. Part of every checkpoint's cache key (quant/quantize_stage.py).
 CPU_THREADS = 1
 
 
