@@ -68,16 +68,20 @@ PARALLEL_PART := not integration and not exclusive_cpu
 # Each part writes its junit XML into TIMINGS: each test's seconds and, in the parts that start engines but do not
 # time processes, the engine servers it started (tests/engine_starts.py).
 TIMINGS := runs/test-timings
-COUNTED := QUANT_TEST_ENGINE_STARTS=1 $(PY)
+# Validation answers (core/memo.py) the tests and the sweeps they start computed: shared by all of one run's parts
+# and workers (each answer computed once per run), emptied before the run.
+CHECKS := $(CURDIR)/runs/test-checks
+TESTPY := QUANT_TEST_CHECK_CACHE=$(CHECKS) $(PY)
+COUNTED := QUANT_TEST_ENGINE_STARTS=1 $(TESTPY)
 BROWSER := $(firstword $(shell command -v chromium chromium-browser google-chrome 2>/dev/null))
 
 test: setup
-	@rm -f $(TIMINGS)/*.xml
+	@rm -rf $(TIMINGS)/*.xml $(CHECKS)
 	$(COUNTED) -m pytest -ra --durations=25 --junitxml=$(TIMINGS)/parallel.xml $(PARALLEL) -m "$(PARALLEL_PART)"
 	$(COUNTED) -m pytest -ra --durations=25 --junitxml=$(TIMINGS)/integration.xml $(ENGINES) -m "integration and not engine_alone and not exclusive_cpu"
 	$(COUNTED) -m pytest -ra --durations=25 --junitxml=$(TIMINGS)/engine_alone.xml $(ENGINES) -m "engine_alone and not engine_exclusive and not exclusive_cpu"
-	$(PY) -m pytest -ra --durations=25 --junitxml=$(TIMINGS)/engine_exclusive.xml -m "engine_exclusive and not exclusive_cpu"
-	$(PY) -m pytest -ra --durations=25 --junitxml=$(TIMINGS)/exclusive_cpu.xml -m exclusive_cpu $(ALONE)
+	$(TESTPY) -m pytest -ra --durations=25 --junitxml=$(TIMINGS)/engine_exclusive.xml -m "engine_exclusive and not exclusive_cpu"
+	$(TESTPY) -m pytest -ra --durations=25 --junitxml=$(TIMINGS)/exclusive_cpu.xml -m exclusive_cpu $(ALONE)
 	@$(MAKE) --no-print-directory test-browser
 	@$(MAKE) --no-print-directory test-durations
 
@@ -95,8 +99,9 @@ test-browser:
 # The developer's loop: what `make test` runs first, less the tests marked slow (whole sweeps on stand-ins,
 # a hub's backoff), then the timing tests.
 test-fast: setup
+	@rm -rf $(CHECKS)
 	$(COUNTED) -m pytest -ra --durations=25 --junitxml=$(TIMINGS)/fast/parallel.xml $(PARALLEL) -m "$(PARALLEL_PART) and not slow"
-	$(PY) -m pytest -ra --junitxml=$(TIMINGS)/fast/exclusive_cpu.xml -m "exclusive_cpu and not integration" $(ALONE)
+	$(TESTPY) -m pytest -ra --junitxml=$(TIMINGS)/fast/exclusive_cpu.xml -m "exclusive_cpu and not integration" $(ALONE)
 
 # Regenerate requirements/*.lock (pip-compile) after changing pyproject.toml or requirements/serve-*.txt.
 lock:

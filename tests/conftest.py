@@ -8,12 +8,14 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # Sweeps run by tests record into a throwaway history database, not the user's.
 os.environ["QUANT_HISTORY_DB"] = os.path.join(
     os.environ.get("PYTEST_TMPDIR", "/tmp"), f"quant-test-history-{os.getpid()}.sqlite")
-# ... and remember validation answers (core/memo.py) in a throwaway directory, not the user's.
-os.environ["QUANT_CHECK_CACHE"] = os.path.join(
-    os.environ.get("PYTEST_TMPDIR", "/tmp"), f"quant-test-checks-{os.getpid()}")
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+
+from tests.parallel import check_cache  # noqa: E402  (the repository is importable from here on)
+
+# Validation answers (core/memo.py) are remembered in a throwaway directory too, one per test run.
+os.environ["QUANT_CHECK_CACHE"] = check_cache(os.environ, os.getpid())
 
 pytest_plugins = ["tests.engine_starts"]
 

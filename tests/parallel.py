@@ -7,12 +7,24 @@ the other workers idle."""
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 
 import pytest
 
 
 def on_a_worker() -> bool:
     return "PYTEST_XDIST_WORKER" in os.environ
+
+
+def check_cache(environ: Mapping[str, str], pid: int) -> str:
+    """Where a test process remembers validation answers (core/memo.py): the directory `make test` names for all
+    its parts ($QUANT_TEST_CHECK_CACHE), else one per xdist run, shared by its workers and the sweeps they start,
+    else one per process. An answer is keyed by everything it depends on, so what one worker computed (importing
+    compressed_tensors to check a scheme takes seconds of CPU) the others reuse; each is computed once per run."""
+    if environ.get("QUANT_TEST_CHECK_CACHE"):
+        return environ["QUANT_TEST_CHECK_CACHE"]
+    run = environ.get("PYTEST_XDIST_TESTRUNUID") or str(pid)
+    return os.path.join(environ.get("PYTEST_TMPDIR", "/tmp"), f"quant-test-checks-{run}")
 
 
 def _file(item: pytest.Item) -> str:

@@ -10,6 +10,7 @@ import subprocess
 import sys
 
 from tests.helpers import REPO
+from tests.parallel import check_cache
 
 CONFTEST = """\
 from tests.parallel import on_a_worker, slow_files_first
@@ -102,3 +103,17 @@ def test_a_files_fixture_is_built_once_slow_files_first_the_rest_spread(tmp_path
     firsts = {next(what for worker, what in lines if worker == w) for w in ("gw0", "gw1")}
     assert firsts == {"sweep built", "test_y_slow"}      # the real-engine file, then the slow one, before the rest
     assert {worker for worker, what in lines if what.endswith("_free")} == {"gw0", "gw1"}
+
+
+def test_a_runs_workers_share_one_check_cache_and_make_test_names_one_for_all_its_parts():
+    one_run = {"PYTEST_TMPDIR": "/t", "PYTEST_XDIST_TESTRUNUID": "abc"}
+    assert check_cache(one_run, pid=11) == check_cache(one_run, pid=12) == "/t/quant-test-checks-abc"
+    assert check_cache({**one_run, "PYTEST_XDIST_TESTRUNUID": "def"}, pid=11) != check_cache(one_run, pid=11)
+    assert check_cache({"PYTEST_TMPDIR": "/t"}, pid=11) == "/t/quant-test-checks-11"   # no xdist: this process
+    assert check_cache({**one_run, "QUANT_TEST_CHECK_CACHE": "/runs/checks"}, pid=11) == "/runs/checks"
+    makefile = (REPO / "Makefile").read_text()
+    test_target = makefile.split("\ntest: ", 1)[1].split("\n\n", 1)[0]
+    assert "rm -rf $(TIMINGS)/*.xml $(CHECKS)" in test_target   # emptied first: each answer computed once per run
+    assert all(line.startswith(("\t$(COUNTED) -m pytest", "\t$(TESTPY) -m pytest")) for line in
+               test_target.splitlines() if "-m pytest" in line)
+    assert re.search(r"^TESTPY := QUANT_TEST_CHECK_CACHE=\$\(CHECKS\) \$\(PY\)$", makefile, re.M)
