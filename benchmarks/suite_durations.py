@@ -1,14 +1,17 @@
 """Where `make test`'s time goes, from the junit XML files each of its pytest parts writes (runs/test-timings/
 PART.xml): per part its wall time, its tests and the engine servers they started (tests/engine_starts.py), then
 the longest tests of all parts (set-up, call and teardown together: a module fixture's sweep counts with the
-first test that uses it) and the engine servers per file.
+first test that uses it) and the engine servers per file. `--write-durations FILE` also writes each file's tests'
+seconds as JSON ({file: {test: seconds}}, tests under half a second left out), the table from which `make test`
+hands the longest files out first (tests/parallel.py reads tests/durations.json).
 
-Usage: python benchmarks/suite_durations.py [DIR] [--top N]      (DIR: runs/test-timings)
+Usage: python benchmarks/suite_durations.py [DIR] [--top N] [--write-durations FILE]   (DIR: runs/test-timings)
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import xml.etree.ElementTree as ET
 from collections import Counter
@@ -75,16 +78,32 @@ def render(parts: list[Part], top: int) -> str:
     return "\n".join(lines)
 
 
+def durations(parts: list[Part], least_s: float = 0.5) -> dict[str, dict[str, float]]:
+    """{file: {test: seconds}} over all parts, every file that ran a test listed (a file measured, even if all
+    its tests were quick, is known to be short)."""
+    table: dict[str, dict[str, float]] = {}
+    for t in (t for p in parts for t in p.tests):
+        tests = table.setdefault(t.file, {})
+        if t.seconds >= least_s:
+            tests[t.name] = round(tests.get(t.name, 0.0) + t.seconds, 1)
+    return {file: dict(sorted(tests.items())) for file, tests in sorted(table.items())}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("folder", nargs="?", default="runs/test-timings", type=Path)
     parser.add_argument("--top", type=int, default=20)
+    parser.add_argument("--write-durations", type=Path, metavar="FILE")
     args = parser.parse_args(argv)
     parts = read_parts(args.folder)
     if not parts:
         print(f"no junit XML in {args.folder}: `make test` writes it there", file=sys.stderr)
         return 2
     print(render(parts, args.top))
+    if args.write_durations:
+        table = durations(parts)   # a file a line: a re-measure's diff shows which files changed
+        args.write_durations.write_text("{\n" + ",\n".join(f"{json.dumps(file)}: {json.dumps(tests)}"
+                                                          for file, tests in table.items()) + "\n}\n")
     return 0
 
 

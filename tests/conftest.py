@@ -22,7 +22,7 @@ pytest_plugins = ["tests.engine_starts"]
 
 def pytest_collection_modifyitems(config, items):
     """Tests marked `browser` need Chromium: they run when asked for (`-m browser`), never by default."""
-    from tests.parallel import on_a_worker, slow_files_first
+    from tests.parallel import on_a_worker, longest_files_first
 
     if "browser" not in (config.getoption("markexpr") or ""):
         deselected = [item for item in items if item.get_closest_marker("browser")]
@@ -30,4 +30,4 @@ def pytest_collection_modifyitems(config, items):
             config.hook.pytest_deselected(items=deselected)
             items[:] = [item for item in items if not item.get_closest_marker("browser")]
     if on_a_worker():
-        slow_files_first(items)
+        longest_files_first(items)

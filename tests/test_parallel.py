@@ -10,15 +10,15 @@ import subprocess
 import sys
 
 from tests.helpers import REPO
-from tests.parallel import check_cache
+from tests.parallel import check_cache, longest_files_first, measured_durations
 
 CONFTEST = """\
-from tests.parallel import on_a_worker, slow_files_first
+from tests.parallel import on_a_worker, longest_files_first
 
 
 def pytest_collection_modifyitems(items):
     if on_a_worker():
-        slow_files_first(items)
+        longest_files_first(items)
 """
 
 LOG = """\
@@ -78,7 +78,7 @@ def test_beside_it():
 """
 
 
-def test_a_files_fixture_is_built_once_slow_files_first_the_rest_spread(tmp_path):
+def test_a_files_fixture_is_built_once_longest_files_first_the_rest_spread(tmp_path):
     suite = tmp_path / "suite"
     suite.mkdir()
     (suite / "conftest.py").write_text(CONFTEST)
@@ -117,3 +117,33 @@ def test_a_runs_workers_share_one_check_cache_and_make_test_names_one_for_all_it
     assert all(line.startswith(("\t$(COUNTED) -m pytest", "\t$(TESTPY) -m pytest")) for line in
                test_target.splitlines() if "-m pytest" in line)
     assert re.search(r"^TESTPY := QUANT_TEST_CHECK_CACHE=\$\(CHECKS\) \$\(PY\)$", makefile, re.M)
+
+
+class Item:
+    """What the ordering reads of a collected test: its node id and marks."""
+
+    def __init__(self, nodeid: str, *marks: str):
+        self.nodeid, self.marks = nodeid, marks
+
+    def get_closest_marker(self, name: str):
+        return name if name in self.marks else None
+
+
+def test_files_are_handed_out_longest_first_by_their_selected_tests_measured_seconds():
+    items = [Item("a.py::quick"), Item("a.py::long"), Item("b.py::t1"), Item("b.py::t2"),
+             Item("new.py::sweep", "integration"), Item("new_slow.py::t", "slow"), Item("c.py::t"),
+             Item("d.py::gone_quick")]
+    durations = {"a.py": {"long": 50.0}, "b.py": {"t1": 40.0, "t2": 30.0}, "c.py": {}, "d.py": {"t": 20.0}}
+    longest_files_first(items, durations)
+    # b 70 s, new (a real-engine test never measured: guessed a sweep) 60, a 50 (selected tests only: a
+    # part that ran only a.py::quick would find it short), new_slow guessed 10, then c and d in collection order
+    assert [i.nodeid for i in items] == ["b.py::t1", "b.py::t2", "new.py::sweep", "a.py::quick", "a.py::long",
+                                         "new_slow.py::t", "c.py::t", "d.py::gone_quick"]
+    just_quick = [Item("a.py::quick"), Item("c.py::t")]
+    longest_files_first(just_quick, {"a.py": {"long": 50.0}, "c.py": {"t": 1.0}})
+    assert [i.nodeid for i in just_quick] == ["c.py::t", "a.py::quick"]
+
+
+def test_the_shipped_durations_name_files_that_exist():
+    durations = measured_durations()
+    assert durations and all((REPO / file).is_file() for file in durations)
