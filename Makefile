@@ -65,8 +65,9 @@ ENGINES := -n 2 --dist loadfile --no-loadscope-reorder
 ALONE := $(shell grep -rl --include='test_*.py' 'mark.exclusive_cpu' tests)
 # The parallel part: neither the real engine nor the timing tests.
 PARALLEL_PART := not integration and not exclusive_cpu
-# Each part writes its junit XML into TIMINGS: each test's seconds and, in the parts that start engines but do not
-# time processes, the engine servers it started (tests/engine_starts.py).
+# Each part writes its junit XML into TIMINGS: each test's seconds and, in the parts that start real engines but
+# do not time processes, the engine servers it started (tests/engine_starts.py; its polling costs CPU that the
+# parallel part, which starts no real engine, is better without).
 TIMINGS := runs/test-timings
 # Validation answers (core/memo.py) the tests and the sweeps they start computed: shared by all of one run's parts
 # and workers (each answer computed once per run), emptied before the run.
@@ -77,7 +78,7 @@ BROWSER := $(firstword $(shell command -v chromium chromium-browser google-chrom
 
 test: setup
 	@rm -rf $(TIMINGS)/*.xml $(CHECKS)
-	$(COUNTED) -m pytest -ra --durations=25 --junitxml=$(TIMINGS)/parallel.xml $(PARALLEL) -m "$(PARALLEL_PART)"
+	$(TESTPY) -m pytest -ra --durations=25 --junitxml=$(TIMINGS)/parallel.xml $(PARALLEL) -m "$(PARALLEL_PART)"
 	$(COUNTED) -m pytest -ra --durations=25 --junitxml=$(TIMINGS)/integration.xml $(ENGINES) -m "integration and not engine_alone and not exclusive_cpu"
 	$(COUNTED) -m pytest -ra --durations=25 --junitxml=$(TIMINGS)/engine_alone.xml $(ENGINES) -m "engine_alone and not engine_exclusive and not exclusive_cpu"
 	$(TESTPY) -m pytest -ra --durations=25 --junitxml=$(TIMINGS)/engine_exclusive.xml -m "engine_exclusive and not exclusive_cpu"
@@ -100,7 +101,7 @@ test-browser:
 # a hub's backoff), then the timing tests.
 test-fast: setup
 	@rm -rf $(CHECKS)
-	$(COUNTED) -m pytest -ra --durations=25 --junitxml=$(TIMINGS)/fast/parallel.xml $(PARALLEL) -m "$(PARALLEL_PART) and not slow"
+	$(TESTPY) -m pytest -ra --durations=25 --junitxml=$(TIMINGS)/fast/parallel.xml $(PARALLEL) -m "$(PARALLEL_PART) and not slow"
 	$(TESTPY) -m pytest -ra --junitxml=$(TIMINGS)/fast/exclusive_cpu.xml -m "exclusive_cpu and not integration" $(ALONE)
 
 # Regenerate requirements/*.lock (pip-compile) after changing pyproject.toml or requirements/serve-*.txt.

@@ -120,6 +120,7 @@ def test_without_the_variable_nothing_is_counted(tmp_path):
                           cwd=suite, env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "engine_starts" not in (tmp_path / "part.xml").read_text()
+    assert render(read_parts(tmp_path), top=1).splitlines()[1].split()[-1] == "-"   # not counted, not "0"
 
 
 def test_no_timings_is_exit_2(tmp_path, capsys):
