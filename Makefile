@@ -63,6 +63,10 @@ WORKERS := $(shell n=$$(nproc); echo $$(( n < 8 ? n + 1 : 8 )))
 PARALLEL := -n $(WORKERS) --dist loadfile --no-loadscope-reorder
 ENGINES := -n 2 --dist loadfile --no-loadscope-reorder
 ALONE := $(shell grep -rl --include='test_*.py' 'mark.exclusive_cpu' tests)
+# The files with real-engine tests (marked integration): the parts that run only such tests collect only these
+# files (collecting all of them imports what every test file imports: ~12 s of CPU per pytest process);
+# tests/conftest.py stops a run in which a real-engine test sits in a file this does not list.
+REAL := $(shell grep -rl --include='test_*.py' 'mark.integration' tests)
 # The parallel part: neither the real engine nor the timing tests.
 PARALLEL_PART := not integration and not exclusive_cpu
 # Each part writes its junit XML into TIMINGS: each test's seconds and, in the parts that start real engines but
@@ -79,9 +83,9 @@ BROWSER := $(firstword $(shell command -v chromium chromium-browser google-chrom
 test: setup
 	@rm -rf $(TIMINGS)/*.xml $(CHECKS)
 	$(TESTPY) -m pytest -ra --durations=25 --junitxml=$(TIMINGS)/parallel.xml $(PARALLEL) -m "$(PARALLEL_PART)"
-	$(COUNTED) -m pytest -ra --durations=25 --junitxml=$(TIMINGS)/integration.xml $(ENGINES) -m "integration and not engine_alone and not exclusive_cpu"
-	$(COUNTED) -m pytest -ra --durations=25 --junitxml=$(TIMINGS)/engine_alone.xml $(ENGINES) -m "engine_alone and not engine_exclusive and not exclusive_cpu"
-	$(TESTPY) -m pytest -ra --durations=25 --junitxml=$(TIMINGS)/engine_exclusive.xml -m "engine_exclusive and not exclusive_cpu"
+	$(COUNTED) -m pytest -ra --durations=25 --junitxml=$(TIMINGS)/integration.xml $(ENGINES) -m "integration and not engine_alone and not exclusive_cpu" $(REAL)
+	$(COUNTED) -m pytest -ra --durations=25 --junitxml=$(TIMINGS)/engine_alone.xml $(ENGINES) -m "engine_alone and not engine_exclusive and not exclusive_cpu" $(REAL)
+	$(TESTPY) -m pytest -ra --durations=25 --junitxml=$(TIMINGS)/engine_exclusive.xml -m "engine_exclusive and not exclusive_cpu" $(REAL)
 	$(TESTPY) -m pytest -ra --durations=25 --junitxml=$(TIMINGS)/exclusive_cpu.xml -m exclusive_cpu $(ALONE)
 	@$(MAKE) --no-print-directory test-browser
 	@$(MAKE) --no-print-directory test-durations

@@ -2,6 +2,8 @@ import os
 import sys
 from pathlib import Path
 
+import pytest
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -22,7 +24,12 @@ pytest_plugins = ["tests.engine_starts"]
 
 def pytest_collection_modifyitems(config, items):
     """Tests marked `browser` need Chromium: they run when asked for (`-m browser`), never by default."""
-    from tests.parallel import on_a_worker, longest_files_first
+    from tests.parallel import REAL_ENGINE_MARK, longest_files_first, on_a_worker, unlisted_real_engine_files
+
+    if unlisted := unlisted_real_engine_files(items):
+        raise pytest.UsageError(f"real-engine tests in files without the text {REAL_ENGINE_MARK!r}, which `make test`'s "
+                                f"real-engine parts would never collect (mark them with pytest.{REAL_ENGINE_MARK}): "
+                                + ", ".join(unlisted))
 
     if "browser" not in (config.getoption("markexpr") or ""):
         deselected = [item for item in items if item.get_closest_marker("browser")]

@@ -19,6 +19,18 @@ def on_a_worker() -> bool:
     return "PYTEST_XDIST_WORKER" in os.environ
 
 
+# What marks a file as holding real-engine tests for the Makefile's REAL (a grep): the parts that run only those
+# collect only such files.
+REAL_ENGINE_MARK = "mark.integration"
+
+
+def unlisted_real_engine_files(items: list[pytest.Item]) -> list[str]:
+    """The files with a test marked integration whose text lacks REAL_ENGINE_MARK (a mark given some other way):
+    the real-engine parts of `make test` would never collect them."""
+    files = {str(item.path) for item in items if item.get_closest_marker("integration")}
+    return sorted(f for f in files if REAL_ENGINE_MARK not in Path(f).read_text())
+
+
 def check_cache(environ: Mapping[str, str], pid: int) -> str:
     """Where a test process remembers validation answers (core/memo.py): the directory `make test` names for all
     its parts ($QUANT_TEST_CHECK_CACHE), else one per xdist run, shared by its workers and the sweeps they start,

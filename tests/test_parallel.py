@@ -10,7 +10,8 @@ import subprocess
 import sys
 
 from tests.helpers import REPO
-from tests.parallel import check_cache, longest_files_first, measured_durations
+from tests.parallel import (REAL_ENGINE_MARK, check_cache, longest_files_first, measured_durations,
+                            unlisted_real_engine_files)
 
 CONFTEST = """\
 from tests.parallel import on_a_worker, longest_files_first
@@ -147,3 +148,23 @@ def test_files_are_handed_out_longest_first_by_their_selected_tests_measured_sec
 def test_the_shipped_durations_name_files_that_exist():
     durations = measured_durations()
     assert durations and all((REPO / file).is_file() for file in durations)
+
+
+def test_the_real_engine_parts_collect_only_the_files_that_mark_real_engine_tests(tmp_path):
+    makefile = (REPO / "Makefile").read_text()
+    assert f"REAL := $(shell grep -rl --include='test_*.py' '{REAL_ENGINE_MARK}' tests)" in makefile
+    test_target = makefile.split("\ntest: ", 1)[1].split("\n\n", 1)[0]
+    for part in ("integration", "engine_alone", "engine_exclusive"):
+        (line,) = [line for line in test_target.splitlines() if f"/{part}.xml" in line]
+        assert line.endswith(" $(REAL)"), line
+    marked, elsewhere = tmp_path / "test_marked.py", tmp_path / "test_elsewhere.py"
+    marked.write_text("import pytest\npytestmark = pytest.mark.integration\n")
+    elsewhere.write_text("import pytest\nREAL = pytest.mark.integration\n".replace(".mark.", ".mark ."))
+    items = [PathItem(marked, "integration"), PathItem(elsewhere, "integration"), PathItem(tmp_path / "absent.py")]
+    assert unlisted_real_engine_files(items) == [str(elsewhere)]
+
+
+class PathItem(Item):
+    def __init__(self, path, *marks: str):
+        super().__init__(f"{path.name}::t", *marks)
+        self.path = path
