@@ -14,17 +14,19 @@ os.environ["QUANT_HISTORY_DB"] = os.path.join(
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from tests.parallel import check_cache  # noqa: E402  (the repository is importable from here on)
+pytest_plugins = ["tests.engine_starts", "tests.parallel"]
 
-# Validation answers (core/memo.py) are remembered in a throwaway directory too, one per test run.
-os.environ["QUANT_CHECK_CACHE"] = check_cache(os.environ, os.getpid())
 
-pytest_plugins = ["tests.engine_starts"]
+def pytest_configure(config):
+    """Validation answers (core/memo.py) are remembered in a throwaway directory too, one per test run."""
+    from tests.parallel import check_cache
+
+    os.environ["QUANT_CHECK_CACHE"] = check_cache(os.environ, os.getpid())
 
 
 def pytest_collection_modifyitems(config, items):
     """Tests marked `browser` need Chromium: they run when asked for (`-m browser`), never by default."""
-    from tests.parallel import REAL_ENGINE_MARK, longest_files_first, on_a_worker, unlisted_real_engine_files
+    from tests.parallel import REAL_ENGINE_MARK, unlisted_real_engine_files
 
     if unlisted := unlisted_real_engine_files(items):
         raise pytest.UsageError(f"real-engine tests in files without the text {REAL_ENGINE_MARK!r}, which `make test`'s "
@@ -36,5 +38,3 @@ def pytest_collection_modifyitems(config, items):
         if deselected:
             config.hook.pytest_deselected(items=deselected)
             items[:] = [item for item in items if not item.get_closest_marker("browser")]
-    if on_a_worker():
-        longest_files_first(items)

@@ -77,3 +77,9 @@ def longest_files_first(items: list[pytest.Item], durations: dict[str, dict[str,
         known = durations.get(file)
         length[file] += _guess(item) if known is None else known.get(item.nodeid.split("::", 1)[1], 0.0)
     items.sort(key=lambda item: -length[_file(item)])
+
+
+@pytest.hookimpl(trylast=True)   # after -m and -k have deselected: a file's length counts its selected tests only
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    if on_a_worker():
+        longest_files_first(items)
