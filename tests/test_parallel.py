@@ -171,3 +171,17 @@ class PathItem(Item):
     def __init__(self, path, *marks: str):
         super().__init__(f"{path.name}::t", *marks)
         self.path = path
+
+
+def test_a_files_length_counts_only_the_tests_its_part_selects():
+    """tests/quant/test_validate.py is long in the parallel part but holds one short real-engine test;
+    tests/quantize/test_gptqmodel.py's real-engine tests are a sweep: in the real-engine part it goes first."""
+    files = ["tests/quant/test_validate.py", "tests/quantize/test_gptqmodel.py"]
+    durations = measured_durations()
+    assert sum(durations[files[0]].values()) > sum(durations[files[1]].values())   # all tests counted
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--collect-only",
+                           "-m", "integration", *files], cwd=REPO, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTEST_XDIST_WORKER": "gw0"})
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    order = [line.split("::")[0] for line in proc.stdout.splitlines() if "::" in line]
+    assert order and order[0] == files[1] and order[-1] == files[0], order
