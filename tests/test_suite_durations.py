@@ -4,6 +4,7 @@ that uses it), per part and per file. Checked on a generated suite run as the Ma
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -101,6 +102,13 @@ def test_engine_starts_are_counted_per_test_and_tabled_per_part_and_file(tmp_pat
     longest = table[table.index("the 2 longest tests (seconds; set-up and teardown included)") + 1]
     assert longest.endswith("test_engines.py::test_starts_two_of_its_own") and " 2 engine " in longest
     assert table[-1].split() == ["3", "integration", "test_engines.py"]
+    # the table the next run hands files out by (tests/parallel.py): tests under half a second left out
+    from benchmarks.suite_durations import main
+    assert main([str(timings), "--write-durations", str(tmp_path / "durations.json")]) == 0
+    written = json.loads((tmp_path / "durations.json").read_text())
+    assert list(written) == ["test_engines.py"]
+    assert set(written["test_engines.py"]) == {"test_first_user_of_the_shared_server", "test_starts_two_of_its_own"}
+    assert written["test_engines.py"]["test_starts_two_of_its_own"] == round(seconds["test_starts_two_of_its_own"], 1)
 
 
 def test_without_the_variable_nothing_is_counted(tmp_path):
@@ -112,6 +120,7 @@ def test_without_the_variable_nothing_is_counted(tmp_path):
                           cwd=suite, env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "engine_starts" not in (tmp_path / "part.xml").read_text()
+    assert render(read_parts(tmp_path), top=1).splitlines()[1].split()[-1] == "-"   # not counted, not "0"
 
 
 def test_no_timings_is_exit_2(tmp_path, capsys):
