@@ -13,7 +13,7 @@ from core.recipe import Variant
 from core.store import read_json
 from quant.context import Checkpoint, StageError, SweepContext
 from quant.sensitivity_stage import ranking, with_kept_modules, write_report
-from quantize import QuantizeError, quantize_in_subprocess
+from quantize import CPU_THREADS, QuantizeError, quantize_in_subprocess
 from quantize import manifest as manifest_module
 from quantize.calibration import calibration_key
 from quantize.manifest import MANIFEST_NAME, checkpoint_facts, library_versions
@@ -66,7 +66,7 @@ def checkpoint_key(ctx: SweepContext, variant: Variant) -> str:
                                       | unchanged)
     backend_version = versions("gptqmodel") if variant.backend == "gptqmodel" else None
     return digest("checkpoint", ctx.model_key, quant_fields, calibration_key(ctx.recipe.calibration),
-                  library_versions(), backend_version)
+                  library_versions(), backend_version, {"cpu_threads": CPU_THREADS})
 
 
 def _quantize(ctx: SweepContext, variant: Variant, key: str) -> None:

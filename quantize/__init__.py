@@ -6,11 +6,13 @@ In-process API: quantize_variant(). The sweep goes through quantize_in_subproces
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import shutil
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +24,13 @@ from quantize.progress import emit as emit_progress
 from quantize.child_process import QuantizeError, quantize_in_subprocess
 from quantize.shapes import apply_unfit_policy, describe_unfit
 
-__all__ = ["quantize_variant", "quantize_in_subprocess", "QuantizeError", "MANIFEST_NAME"]
+__all__ = ["quantize_variant", "quantize_in_subprocess", "QuantizeError", "MANIFEST_NAME", "CPU_THREADS"]
+
+# Threads torch computes on where no accelerator quantizes: one. A checkpoint's bytes then do not depend on the
+# machine's core count (a GPTQ checkpoint of the demo model built on 2 threads differs from one built on 1 in 22
+# of its 94 tensors), and a build beside a served model uses the core the engine leaves it: with 2 threads, each
+# parallel step waits for a thread the engine holds. Part of every checkpoint's cache key (quant/quantize_stage.py).
+CPU_THREADS = 1
 
 
 def quantize_variant(model_dir: Path, variant: Variant, calibration: Calibration, out_dir: Path,
@@ -58,7 +66,8 @@ def quantize_variant(model_dir: Path, variant: Variant, calibration: Calibration
     try:
         start = time.perf_counter()
         emit_progress(0, 2, "steps", "quantizing")
-        info = impl.quantize(model_dir, variant, texts, calibration, packed if dense else tmp)
+        with _cpu_threads() as threads:
+            info = impl.quantize(model_dir, variant, texts, calibration, packed if dense else tmp)
         wall = time.perf_counter() - start
         emit_progress(1, 2, "steps", "writing the checkpoint")
         facts = checkpoint_facts(packed if dense else tmp)
@@ -85,6 +94,7 @@ def quantize_variant(model_dir: Path, variant: Variant, calibration: Calibration
             "recipe_sha256": _sha256(info.get("recipe", info.get("config"))),
             "versions": library_versions(),
             "quantization_seconds": round(wall, 3),
+            "cpu_threads": threads,   # torch's threads where it quantized on the CPU (None: on an accelerator)
             "calibration": _calibration_record(calibration, texts),
         }
         write_manifest(tmp, manifest)
@@ -94,6 +104,23 @@ def quantize_variant(model_dir: Path, variant: Variant, calibration: Calibration
         for leftover in (tmp, packed):
             shutil.rmtree(leftover, ignore_errors=True)
     return manifest
+
+
+@contextlib.contextmanager
+def _cpu_threads() -> Iterator[int | None]:
+    """torch on CPU_THREADS threads inside the block where no accelerator is there to quantize on; yields that
+    count (None where an accelerator quantizes)."""
+    import torch
+
+    if torch.accelerator.is_available():
+        yield None
+        return
+    before = torch.get_num_threads()
+    torch.set_num_threads(CPU_THREADS)
+    try:
+        yield CPU_THREADS
+    finally:
+        torch.set_num_threads(before)
 
 
 def _sha256(what_ran: Any) -> str:

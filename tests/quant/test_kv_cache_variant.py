@@ -123,3 +123,15 @@ def test_a_kv_cache_variant_the_engine_refuses_is_not_scored_in_process(tmp_path
     assert record["status"] == "unsupported" and record["kv_cache_dtype"] == "fp8" and record["accuracy"] == {}
     assert record["reason"] == ("engine: no kernel (cached); not measured in-process: its kv_cache_dtype fp8 is "
                                 "the engine's")
+
+
+def test_a_checkpoint_built_on_another_cpu_thread_count_is_another_cache_entry(tmp_path, monkeypatch):
+    """On a CPU, GPTQ's rounding depends on how many threads summed its statistics: a checkpoint built on one
+    thread count is never handed over for another."""
+    import quant.quantize_stage
+
+    recipe = parse_recipe(RECIPE)
+    ctx, w4 = _ctx(tmp_path, recipe), recipe.variants[2]
+    one_thread = checkpoint_key(ctx, w4)
+    monkeypatch.setattr(quant.quantize_stage, "CPU_THREADS", 2)
+    assert checkpoint_key(ctx, w4) != one_thread

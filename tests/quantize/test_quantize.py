@@ -170,16 +170,24 @@ def test_awq_pin_memory_patch_is_scoped():
 
 # --- one real quantization ---------------------------------------------------------------------------
 
-def test_rtn_w4a16_checkpoint(probe_model, tmp_path):
+def test_rtn_w4a16_checkpoint(probe_model, tmp_path, monkeypatch):
     import torch
     from transformers import AutoModelForCausalLM
 
-    from quantize import MANIFEST_NAME, quantize_variant
+    from quantize import CPU_THREADS, MANIFEST_NAME, quantize_variant
 
     out = tmp_path / "w4a16"
     out.mkdir()
     (out / "stale.txt").write_text("replaced atomically")
+    threads_seen, real_quantize = [], lc.quantize
+    monkeypatch.setattr(lc, "quantize", lambda *args: (threads_seen.append(torch.get_num_threads()),
+                                                       real_quantize(*args))[1])
+    torch.set_num_threads(2)
     manifest = quantize_variant(probe_model, Variant(name="w4a16-rtn", scheme="W4A16"), Calibration(), out)
+
+    # on a CPU, torch quantizes on one thread (the checkpoint's bytes then do not depend on the core count), and
+    # the caller's thread count is given back
+    assert threads_seen == [CPU_THREADS] == [manifest["cpu_threads"]] and torch.get_num_threads() == 2
 
     assert json.loads((out / MANIFEST_NAME).read_text()) == manifest
     assert not (out / "stale.txt").exists()
