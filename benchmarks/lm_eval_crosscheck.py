@@ -45,7 +45,7 @@ def samples(directory: Path, task: str) -> dict[str, str]:
 
 def task_stops(task_dir: Path, task: str) -> list[str]:
     text = (task_dir / f"{task}.yaml").read_text()
-    found = re.search(r"^\s*until:\s*(\[.*\])\s*$", text, re.MULTILINE)
+    found = re.search(r"^\s*until:\s*(\[.*\])\s*(#.*)?$", text, re.MULTILINE)
     return json.loads(found.group(1)) if found else []
 
 

@@ -12,7 +12,8 @@ SHIPPED_DATA = "test.jsonl"   # a task shipped with its data keeps it beside its
 PRIMARY_METRIC = {"demo_code": "pass@1", "demo_math": "exact_match", "demo_extraction": "field_f1",
                   "humaneval": "pass@1", "mbpp": "pass@1", "extraction": "field_f1",
                   "humaneval_instruct": "pass@1", "mbpp_instruct": "pass@1", "math_chat": "exact_match",
-                  "math_open": "exact_match", "math_dm": "exact_match", "extraction_json": "field_f1"}
+                  "math_open": "exact_match", "math_dm": "exact_match", "math_dm_pot": "exact_match",
+                  "extraction_json": "field_f1"}
 
 
 class TaskError(ValueError):
