@@ -78,13 +78,14 @@ def run_sweep(recipe: Recipe, out: Location | str | Path, recipe_path: Path | No
             location.remote.download_run(out)
         if not replace_run:
             _check_not_another_run(out, recipe, str(location))
-        ctx = _context(recipe, location, recipe_path, cache_dir, reporter, retry_failed, sweep_device(device))
+        chosen = [v for v in recipe.variants if not only or v.name in only]
+        ctx = _context(recipe, location, recipe_path, cache_dir, reporter, retry_failed, sweep_device(device),
+                       len(chosen))
         ctx.allow_long_cpu_eval = allow_long_cpu_eval
         ctx.endpoints.update(endpoints)
         results = _load_previous(out, recipe, damaged_at=str(location) if location.remote and not replace_run else None)
         writer = ResultsWriter(out, location.remote, {v.name for v in recipe.variants}, replace_run)
         _note_sources(ctx, results, code_tasks)
-        chosen = [v for v in recipe.variants if not only or v.name in only]
         with closing(run_variants(ctx, chosen, recipe.execution, run_one=run_variant)) as ran:
             for variant, record in ran:
                 _take(ctx, writer, results, variant, record)
@@ -168,7 +169,7 @@ def _default_cache(location: Location) -> str | Path:
 
 
 def _context(recipe: Recipe, location: Location, recipe_path: Path | None, cache_dir: str | Path | None,
-             reporter: Reporter, retry_failed: bool, device: str) -> SweepContext:
+             reporter: Reporter, retry_failed: bool, device: str, chosen: int) -> SweepContext:
     out = location.local
     cache = Cache.at(cache_dir or _default_cache(location))
     model_dir = resolve_model(recipe.model, recipe_path.parent if recipe_path else None, log=reporter.log,
@@ -183,7 +184,8 @@ def _context(recipe: Recipe, location: Location, recipe_path: Path | None, cache
     ctx.engine_facts["dtype"] = ctx.served_dtype
     if ctx.gpu:
         ctx.engine_facts["gpu"] = ctx.gpu
-    reporter.log(f"sweep [bold]{recipe.name}[/bold]: model {model_dir} · {len(recipe.variants)} variants · "
+    of_all = f"{chosen} of {len(recipe.variants)}" if chosen < len(recipe.variants) else str(chosen)
+    reporter.log(f"sweep [bold]{recipe.name}[/bold]: model {model_dir} · {of_all} variants · "
                  f"tasks {', '.join(t.key for t in recipe.tasks)} · engine "
                  f"{engine['distribution'] or recipe.engine.kind} {ctx.engine_version} "
                  f"({', '.join(filter(None, (engine['device'] or 'device unknown', engine.get('cpu_isa'), ctx.served_dtype)))})")

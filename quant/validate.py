@@ -11,6 +11,7 @@ only its validate module (tests/test_architecture.py)."""
 from __future__ import annotations
 
 import importlib.util
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -215,11 +216,14 @@ def _llamacpp_files(parts: Parts, recipe_dir: Path | None, add, found: Findings)
 def _model_dir(parts: Parts, recipe_dir: Path | None, add, found: Findings) -> Path | None:
     """Where the model's config.json is: of a hub model, that file alone is fetched here."""
     from quant.models import ModelNotFound, local_model, model_config_dir
+
+    def progress(line: str) -> None:   # a GGUF file's first conversion: stdout is for the findings
+        print(line, file=sys.stderr, flush=True)
     try:
-        if parts.revision is not None and local_model(parts.model, recipe_dir) is not None:
+        if parts.revision is not None and local_model(parts.model, recipe_dir, progress) is not None:
             add(found.errors, ("revision",), f"a revision is for a hub model; {parts.model!r} is local")
             return None
-        model_dir = model_config_dir(parts.model, recipe_dir, parts.revision)
+        model_dir = model_config_dir(parts.model, recipe_dir, parts.revision, progress)
     except ModelNotFound as exc:
         add(found.errors, ("model",), str(exc))
         return None

@@ -284,3 +284,19 @@ def test_a_baseline_that_cannot_be_served_does_not_exit_0(tmp_path, standin_engi
     assert json.loads((tmp_path / "run" / "results.json").read_text())["variants"][baseline]["status"] == status
     code, err = _cli_sweep(tmp_path, text, capsys, "--only", baseline)
     assert code == 1 and "nothing could be served" in err, err
+
+
+def test_a_sweep_with_only_says_how_many_of_the_recipes_variants_it_runs(tmp_path, standin_engine,
+                                                                           demo_checkpoints, capsys, monkeypatch):
+    monkeypatch.setenv("QUANT_HISTORY_DB", str(tmp_path / "h.sqlite"))
+    from quant.cli import main
+
+    recipe_path = tmp_path / "r.yaml"
+    recipe_path.write_text(f"name: some\nmodel: demo\nengine: {{args: {{max_model_len: 512}}}}\nvariants:\n"
+                           f"  - {{name: bf16, baseline: true}}\n"
+                           f"  - {{name: theirs, checkpoint: {demo_checkpoints('theirs')}}}\n"
+                           f"tasks: [{{name: demo_math, limit: 2}}]\nkl_items: 0\nperf: {{workloads: []}}\n")
+    main(["sweep", str(recipe_path), "--out", str(tmp_path / "run"), "--cache-dir", str(tmp_path / "cache"),
+          "--only", "theirs"])
+    header = " ".join(capsys.readouterr().err.split())
+    assert "· 1 of 2 variants · tasks demo_math" in header, header

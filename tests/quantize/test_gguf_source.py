@@ -179,3 +179,18 @@ def test_the_report_says_the_baseline_was_dequantized(tmp_path):
     notes = model_notes(typed_results(model_source=source))
     assert notes[0].startswith("The baseline was dequantized from a GGUF file (SmolLM2-135M-Instruct.Q4_1.gguf, Q4_1)")
     json.dumps(manifest)
+
+
+def test_validating_a_recipe_converts_its_gguf_file_with_progress_on_stderr(tmp_path, model_cache, capsys):
+    """`quant validate` and `quant doctor` (which validates) convert a GGUF file on first use: that minute's
+    progress goes to stderr, so stdout holds only the findings, as with a model already converted."""
+    from quant.cli import main
+
+    path = tmp_path / "tiny.Q8_0.gguf"
+    write_tiny_gguf(path)
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(f"name: tiny\nmodel: {path}\nvariants:\n  - {{name: bf16, baseline: true}}\n"
+                      "tasks: [{name: demo_math, limit: 2}]\n")
+    first = (main(["validate", str(recipe)]), capsys.readouterr())
+    assert "dequantizing" in first[1].err and "dequantizing" not in first[1].out, first
+    assert (main(["validate", str(recipe)]), capsys.readouterr().out) == (first[0], first[1].out)
