@@ -169,7 +169,7 @@ def _default_cache(location: Location) -> str | Path:
 
 
 def _context(recipe: Recipe, location: Location, recipe_path: Path | None, cache_dir: str | Path | None,
-             reporter: Reporter, retry_failed: bool, device: str, chosen: int) -> SweepContext:
+             reporter: Reporter, retry_failed: bool, device: str, running: int) -> SweepContext:
     out = location.local
     cache = Cache.at(cache_dir or _default_cache(location))
     model_dir = resolve_model(recipe.model, recipe_path.parent if recipe_path else None, log=reporter.log,
@@ -184,7 +184,7 @@ def _context(recipe: Recipe, location: Location, recipe_path: Path | None, cache
     ctx.engine_facts["dtype"] = ctx.served_dtype
     if ctx.gpu:
         ctx.engine_facts["gpu"] = ctx.gpu
-    of_all = f"{chosen} of {len(recipe.variants)}" if chosen < len(recipe.variants) else str(chosen)
+    of_all = f"{running} of {len(recipe.variants)}" if running < len(recipe.variants) else str(running)
     reporter.log(f"sweep [bold]{recipe.name}[/bold]: model {model_dir} · {of_all} variants · "
                  f"tasks {', '.join(t.key for t in recipe.tasks)} · engine "
                  f"{engine['distribution'] or recipe.engine.kind} {ctx.engine_version} "
