@@ -25,9 +25,8 @@ demo-full: setup
 # wheels pinned by hash (requirements/real-model.lock): four of the recipe's five variants, bf16, W8A8 rounded to
 # nearest, W8A8 (SmoothQuant + GPTQ) and W4A16 RTN per channel (the harsh one), then the gate's verdict on the
 # harsh one, the HumanEval problems it lost and a pick per task; `quant sweep recipes/qwen-coder.yaml` runs all
-# five. The
-# SmolLM2-135M demo (multiple-choice stand-ins; three of recipes/smollm2.yaml's eight variants, 26-28 minutes on
-# 2 cores with AVX-512): demo-smollm2.
+# five. The SmolLM2-135M demo (multiple-choice stand-ins; three of recipes/smollm2.yaml's eight variants, 26-28
+# minutes on 2 cores with AVX-512): demo-smollm2.
 REAL_RUN := runs/qwen-coder
 REAL_DEMO_VARIANTS := bf16 w8a8-rtn w8a8-int8 w4a16-rtn-channel
 SMOLLM2_DEMO_VARIANTS := bf16 w4a16-rtn-g64 w8a8-int8
